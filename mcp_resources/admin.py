@@ -1,0 +1,68 @@
+"""Admin: static resources (editable) and the registered templates (read-only)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path
+
+from mcp_resources.models import StaticResource
+from mcp_resources.registry import site as resource_site
+
+
+def describe_templates() -> list[dict[str, Any]]:
+    """One row per registered template, as the admin page and ``mcp_templates`` show them."""
+    rows = []
+    for template in resource_site.templates:
+        cls = type(template)
+        rows.append(
+            {
+                "name": template.name,
+                "uri_template": template.uri_template,
+                "title": template.title or "",
+                "access": template.access,
+                "required_scopes": list(template.scopes),
+                "discoverable": template.discoverable,
+                "mime_type": template.mime_type or "",
+                "class": f"{cls.__module__}.{cls.__qualname__}",
+                "model": template.model._meta.label if getattr(template, "model", None) else "",
+            }
+        )
+    return rows
+
+
+@admin.register(StaticResource)
+class StaticResourceAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ["uri", "name", "mime_type", "access", "enabled", "updated"]
+    list_filter = ["access", "enabled"]
+    search_fields = ["uri", "name", "title"]
+    readonly_fields = ["created", "updated"]
+    fieldsets = [
+        (None, {"fields": ["uri", "name", "title", "description", "mime_type", "enabled"]}),
+        ("Content", {"fields": ["text", "binary"]}),
+        ("Access", {"fields": ["access", "required_scopes"]}),
+        ("History", {"fields": ["created", "updated"]}),
+    ]
+    change_list_template = "mcp_resources/admin/staticresource_change_list.html"
+
+    def get_urls(self) -> list[URLPattern]:
+        extra = [
+            path(
+                "registered-templates/",
+                self.admin_site.admin_view(self.registered_templates_view),
+                name="mcp_resources_registered_templates",
+            )
+        ]
+        return extra + super().get_urls()  # type: ignore[operator]
+
+    def registered_templates_view(self, request: HttpRequest) -> HttpResponse:
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Registered resource templates",
+            "templates": describe_templates(),
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "mcp_resources/admin/registered_templates.html", context)

@@ -1,0 +1,108 @@
+"""The ``MCP_RESOURCES`` settings dict, read through typed properties that never cache.
+
+Reading on every access keeps ``override_settings`` working in tests; settings are never read at import time.
+Every key is documented in ``docs/settings.md``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.utils.module_loading import import_string
+
+DEFAULTS: dict[str, Any] = {
+    "AUTHENTICATION_CLASS": "mcp_resources.auth.OAuth2Authentication",
+    "ALLOWED_ORIGINS": [],
+    "MAX_REQUEST_BYTES": 1024 * 1024,
+    "SERVER_NAME": "django-mcp-resources",
+    "SERVER_VERSION": None,
+    "SERVER_TITLE": None,
+    "INSTRUCTIONS": None,
+    "PAGE_SIZE": 50,
+    "DISCOVER_TTL_MS": 0,
+    "TEMPLATES_TTL_MS": 0,
+    "SESSION_CACHE": "default",
+    "SESSION_TIMEOUT": 24 * 3600,
+    "CURSOR_KEYS": [],
+    "CURSOR_TTL_SECONDS": 15 * 60,
+}
+
+MAX_PAGE_SIZE = 100
+MODERN_VERSION = "2026-07-28"
+LEGACY_VERSIONS = ("2025-11-25", "2025-06-18")
+SUPPORTED_VERSIONS = (MODERN_VERSION, *LEGACY_VERSIONS)
+
+
+class Settings:
+    """Typed, uncached access to ``settings.MCP_RESOURCES``."""
+
+    def _get(self, key: str) -> Any:
+        user = getattr(django_settings, "MCP_RESOURCES", None) or {}
+        return user.get(key, DEFAULTS[key])
+
+    @property
+    def user_keys(self) -> set[str]:
+        return set(getattr(django_settings, "MCP_RESOURCES", None) or {})
+
+    @property
+    def authentication_class(self) -> type:
+        value = self._get("AUTHENTICATION_CLASS")
+        return import_string(value) if isinstance(value, str) else value  # type: ignore[no-any-return]
+
+    @property
+    def allowed_origins(self) -> list[str]:
+        return list(self._get("ALLOWED_ORIGINS"))
+
+    @property
+    def max_request_bytes(self) -> int:
+        return int(self._get("MAX_REQUEST_BYTES"))
+
+    @property
+    def server_info(self) -> dict[str, Any]:
+        from mcp_resources import __version__
+
+        info: dict[str, Any] = {
+            "name": str(self._get("SERVER_NAME")),
+            "version": str(self._get("SERVER_VERSION") or __version__),
+        }
+        title = self._get("SERVER_TITLE")
+        if title:
+            info["title"] = str(title)
+        return info
+
+    @property
+    def instructions(self) -> str | None:
+        value = self._get("INSTRUCTIONS")
+        return str(value) if value else None
+
+    @property
+    def page_size(self) -> int:
+        return max(1, min(int(self._get("PAGE_SIZE")), MAX_PAGE_SIZE))
+
+    @property
+    def discover_ttl_ms(self) -> int:
+        return max(0, int(self._get("DISCOVER_TTL_MS")))
+
+    @property
+    def templates_ttl_ms(self) -> int:
+        return max(0, int(self._get("TEMPLATES_TTL_MS")))
+
+    @property
+    def session_cache(self) -> str:
+        return str(self._get("SESSION_CACHE"))
+
+    @property
+    def session_timeout(self) -> int:
+        return int(self._get("SESSION_TIMEOUT"))
+
+    @property
+    def cursor_keys(self) -> list[str]:
+        return list(self._get("CURSOR_KEYS"))
+
+    @property
+    def cursor_ttl_seconds(self) -> int:
+        return int(self._get("CURSOR_TTL_SECONDS"))
+
+
+mcp_settings = Settings()

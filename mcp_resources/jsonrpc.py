@@ -1,0 +1,208 @@
+"""JSON-RPC 2.0 framing for MCP: strict parsing, serialization and the error hierarchy.
+
+Standard library only. The parser is deliberately strict: member names are matched exactly (no case folding),
+duplicate keys are refused, batches are refused and ``id`` must be a string or an integer. Every failure is a
+:class:`RPCError` carrying the JSON-RPC code, a one-sentence message and, when it could be read, the request id.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+LEGACY_RESOURCE_NOT_FOUND = -32002
+HEADER_MISMATCH = -32020
+MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
+UNSUPPORTED_PROTOCOL_VERSION = -32022
+
+RequestId = str | int
+
+_NO_ID: Any = object()
+
+
+class RPCError(Exception):
+    """A JSON-RPC error response: ``code``, ``message`` and optional ``data``.
+
+    ``http_status`` is the status the HTTP transport answers with in the 2026-07-28 era; legacy sessions answer
+    application errors with 200 as the 2025-11-25 transport does.
+    """
+
+    code: int = INTERNAL_ERROR
+    default_message: str = "Internal error"
+    http_status: int = 200
+
+    def __init__(self, message: str | None = None, *, data: Any = None, request_id: Any = _NO_ID) -> None:
+        self.message = message or self.default_message
+        self.data = data
+        self.request_id = request_id
+        super().__init__(self.message)
+
+    @property
+    def has_id(self) -> bool:
+        return self.request_id is not _NO_ID
+
+    def with_id(self, request_id: RequestId | None) -> RPCError:
+        if not self.has_id:
+            self.request_id = request_id
+        return self
+
+    def to_error(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+    def to_response(self) -> dict[str, Any]:
+        return {
+            "jsonrpc": "2.0",
+            "id": self.request_id if self.has_id else None,
+            "error": self.to_error(),
+        }
+
+
+class ParseError(RPCError):
+    code = PARSE_ERROR
+    default_message = "Parse error: Invalid JSON"
+    http_status = 400
+
+
+class InvalidRequest(RPCError):
+    code = INVALID_REQUEST
+    default_message = "Invalid request"
+    http_status = 400
+
+
+class MethodNotFound(RPCError):
+    code = METHOD_NOT_FOUND
+    default_message = "Method not found"
+    http_status = 404
+
+
+class InvalidParams(RPCError):
+    code = INVALID_PARAMS
+    default_message = "Invalid params"
+    http_status = 400
+
+
+class InternalError(RPCError):
+    code = INTERNAL_ERROR
+    default_message = "Internal error"
+    http_status = 500
+
+
+class LegacyResourceNotFound(RPCError):
+    """Resource not found as the 2025-11-25 revision reports it (``-32002``); never sent in 2026-07-28."""
+
+    code = LEGACY_RESOURCE_NOT_FOUND
+    default_message = "Resource not found"
+
+
+class HeaderMismatch(RPCError):
+    code = HEADER_MISMATCH
+    default_message = "Header mismatch"
+    http_status = 400
+
+
+class MissingRequiredClientCapability(RPCError):
+    code = MISSING_REQUIRED_CLIENT_CAPABILITY
+    default_message = "Missing required client capability"
+    http_status = 400
+
+
+class UnsupportedProtocolVersion(RPCError):
+    code = UNSUPPORTED_PROTOCOL_VERSION
+    default_message = "Unsupported protocol version"
+    http_status = 400
+
+
+@dataclass(frozen=True)
+class Message:
+    """One parsed client message: a request (with ``id``), a notification, or a response sent by a client."""
+
+    method: str | None
+    params: dict[str, Any] = field(default_factory=dict)
+    id: RequestId | None = None
+    is_notification: bool = False
+    is_response: bool = False
+
+
+def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def _reject_constant(value: str) -> Any:
+    raise ValueError(f"non-standard JSON constant {value}")
+
+
+def loads(data: bytes | str) -> Any:
+    """Decode strict JSON: UTF-8, no duplicate keys, no NaN/Infinity."""
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ParseError() from exc
+    try:
+        return json.loads(data, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        raise ParseError() from exc
+
+
+def dumps(payload: Any) -> bytes:
+    """Encode compact UTF-8 JSON."""
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+
+def _valid_id(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    if isinstance(value, float):
+        return False
+    return isinstance(value, str)
+
+
+def parse_message(body: bytes) -> Message:
+    """Parse one JSON-RPC message from an HTTP body, raising :class:`RPCError` subclasses on any defect."""
+    payload = loads(body)
+    if isinstance(payload, list):
+        raise InvalidRequest("Batch requests are not supported", request_id=None)
+    if not isinstance(payload, dict):
+        raise InvalidRequest("The body must be a JSON-RPC object", request_id=None)
+    has_id = "id" in payload
+    raw_id = payload.get("id")
+    request_id: RequestId | None = raw_id if has_id and _valid_id(raw_id) else None
+    reply_id: Any = request_id if request_id is not None else None
+    if payload.get("jsonrpc") != "2.0":
+        raise InvalidRequest('"jsonrpc" must be "2.0"', request_id=reply_id)
+    if has_id and not _valid_id(raw_id):
+        raise InvalidRequest('"id" must be a string or an integer', request_id=None)
+    if "method" not in payload:
+        if has_id and ("result" in payload or "error" in payload):
+            return Message(method=None, id=request_id, is_response=True)
+        raise InvalidRequest('"method" is required', request_id=reply_id)
+    method = payload["method"]
+    if not isinstance(method, str) or not method:
+        raise InvalidRequest('"method" must be a non-empty string', request_id=reply_id)
+    params = payload.get("params", {})
+    if "params" in payload and not isinstance(params, dict):
+        raise InvalidParams('"params" must be an object', request_id=reply_id)
+    extra = set(payload) - {"jsonrpc", "id", "method", "params"}
+    if extra:
+        raise InvalidRequest("Unexpected member in request", request_id=reply_id)
+    return Message(method=method, params=params, id=request_id, is_notification=not has_id)
+
+
+def result_response(request_id: RequestId, result: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}

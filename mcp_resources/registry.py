@@ -1,0 +1,174 @@
+"""The resource registry: templates (fixed at startup) and code-registered static resources (runtime).
+
+Like ``django.contrib.admin.site``, a default registry (:data:`site`) is filled by autodiscovering each
+installed app's ``mcp_resources.py`` and frozen when the app registry is ready. Further registries can be
+created for tests or for a second endpoint.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from mcp_resources.exceptions import AlreadyRegistered, NotRegistered, RegistryFrozen
+from mcp_resources.resources import PUBLIC, RegisteredResource, ResourceTemplate
+from mcp_resources.uris import validate_uri
+
+T = TypeVar("T", bound=type[ResourceTemplate])
+
+
+class ResourceRegistry:
+    """Holds registered templates (by name, in registration order) and code-registered static resources."""
+
+    def __init__(self, name: str = "default") -> None:
+        self.name = name
+        self._registry: dict[str, ResourceTemplate] = {}
+        self._resources: dict[str, RegisteredResource] = {}
+        self._frozen = False
+        self._lock = threading.RLock()
+        self._listeners: list[Callable[[str, str], None]] = []
+
+    def __repr__(self) -> str:
+        return f"<ResourceRegistry {self.name!r}: {len(self._registry)} templates>"
+
+    # Templates -------------------------------------------------------------------------------------------
+
+    def register(self, template_class: T) -> T:
+        """Register a template class (usable as a decorator). Raises once the registry is frozen."""
+        if self._frozen:
+            raise RegistryFrozen(
+                f"cannot register {template_class.__name__}: templates are fixed once the app registry is "
+                "ready; register them in an installed app's mcp_resources.py"
+            )
+        if not (isinstance(template_class, type) and issubclass(template_class, ResourceTemplate)):
+            raise TypeError("register() takes a ResourceTemplate subclass")
+        name = template_class.name
+        if name in self._registry:
+            raise AlreadyRegistered(f"a template named {name!r} is already registered")
+        self._registry[name] = template_class()
+        return template_class
+
+    def unregister(self, template_class: type[ResourceTemplate]) -> None:
+        if self._frozen:
+            raise RegistryFrozen("templates are fixed once the app registry is ready")
+        current = self._registry.get(template_class.name)
+        if current is None or type(current) is not template_class:
+            raise NotRegistered(f"{template_class.__name__} is not registered")
+        del self._registry[template_class.name]
+
+    def is_registered(self, template_class: type[ResourceTemplate]) -> bool:
+        current = self._registry.get(template_class.name)
+        return current is not None and type(current) is template_class
+
+    def freeze(self) -> None:
+        """Fix the set of templates; called when the app registry is ready."""
+        self._frozen = True
+
+    @property
+    def frozen(self) -> bool:
+        return self._frozen
+
+    @property
+    def templates(self) -> list[ResourceTemplate]:
+        return list(self._registry.values())
+
+    def get_template(self, name: str) -> ResourceTemplate | None:
+        return self._registry.get(name)
+
+    def match(self, uri: str) -> tuple[ResourceTemplate, Any] | None:
+        """Route ``uri`` to the first template whose ``parse_uri`` accepts it, with the parsed value."""
+        for template in self._registry.values():
+            try:
+                if not uri.startswith(template.compiled.literal_prefix):
+                    continue
+            except ValueError:
+                continue
+            parsed = template.parse_uri(uri)
+            if parsed is not None:
+                return template, parsed
+        return None
+
+    # Static resources from code -------------------------------------------------------------------------
+
+    def register_resource(
+        self,
+        uri: str,
+        name: str,
+        get: Callable[[], Any],
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        access: str = PUBLIC,
+        required_scopes: tuple[str, ...] | list[str] = (),
+        subscribe: Callable[[Callable[[], None]], Callable[[], None] | None] | None = None,
+        size: int | None = None,
+    ) -> Callable[[], None]:
+        """Register (or replace) a static resource; returns a function that unregisters it."""
+        validate_uri(uri)
+        if access not in ("public", "protected"):
+            raise ValueError("access must be 'public' or 'protected'")
+        if not name:
+            raise ValueError("a resource needs a name")
+        resource = RegisteredResource(
+            uri=uri,
+            name=name,
+            get=get,
+            title=title,
+            description=description,
+            mime_type=mime_type,
+            access=access,
+            required_scopes=tuple(required_scopes),
+            subscribe=subscribe,
+            size=size,
+        )
+        with self._lock:
+            self._resources[uri] = resource
+        self._emit("registered", uri)
+
+        def unregister() -> None:
+            with self._lock:
+                if self._resources.get(uri) is not resource:
+                    return
+                del self._resources[uri]
+            self._emit("unregistered", uri)
+
+        return unregister
+
+    def unregister_resource(self, uri: str) -> None:
+        with self._lock:
+            if uri not in self._resources:
+                raise NotRegistered(f"no static resource {uri!r} is registered")
+            del self._resources[uri]
+        self._emit("unregistered", uri)
+
+    def get_resource(self, uri: str) -> RegisteredResource | None:
+        return self._resources.get(uri)
+
+    def iter_resources(self) -> Iterator[RegisteredResource]:
+        with self._lock:
+            items = sorted(self._resources.values(), key=lambda r: r.uri.encode())
+        return iter(items)
+
+    def add_listener(self, listener: Callable[[str, str], None]) -> None:
+        """Call ``listener(event, uri)`` when static resources are registered or unregistered."""
+        self._listeners.append(listener)
+
+    def _emit(self, event: str, uri: str) -> None:
+        for listener in list(self._listeners):
+            listener(event, uri)
+
+
+site = ResourceRegistry()
+
+
+def register(template_class: T) -> T:
+    """Register a template class in the default registry; usable as a class decorator."""
+    return site.register(template_class)
+
+
+def register_resource(uri: str, name: str, get: Callable[[], Any], **kwargs: Any) -> Callable[[], None]:
+    """Register a static resource in the default registry; returns its unregister function."""
+    return site.register_resource(uri, name, get, **kwargs)
+

@@ -1,0 +1,221 @@
+"""Resource templates and static resources: what an application declares.
+
+A template is a class with attributes and ``get_*`` hooks, registered with :func:`mcp_resources.register`.
+``ModelResourceTemplate`` serves records of a Django model through a queryset that is always scoped to the
+caller; the base ``get_queryset`` returns nothing (fails closed) and a system check refuses it.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from django.core.exceptions import ObjectDoesNotExist, ValidationError
+from django.db import models
+
+from mcp_resources.exceptions import ResourceNotFound
+from mcp_resources.uris import URITemplate, compile_template
+
+if TYPE_CHECKING:
+    from django.http import HttpRequest
+
+PUBLIC = "public"
+PROTECTED = "protected"
+ACCESS_POLICIES = (PUBLIC, PROTECTED)
+
+Contents = list[dict[str, Any]]
+
+
+def normalize_contents(value: Any, *, uri: str, mime_type: str | None) -> Contents:
+    """Turn what a hook returned (str, bytes, a dict or a list of them) into MCP resource contents."""
+    items = value if isinstance(value, list | tuple) else [value]
+    contents: Contents = []
+    for item in items:
+        if isinstance(item, str):
+            entry: dict[str, Any] = {"text": item}
+        elif isinstance(item, bytes | bytearray | memoryview):
+            entry = {"blob": bytes(item)}
+        elif isinstance(item, Mapping):
+            entry = dict(item)
+        else:
+            raise TypeError(f"unsupported resource contents: {type(item).__name__}")
+        if isinstance(entry.get("blob"), bytes | bytearray | memoryview):
+            entry["blob"] = base64.b64encode(bytes(entry["blob"])).decode("ascii")
+        if ("text" in entry) == ("blob" in entry):
+            raise TypeError("each content item needs exactly one of 'text' or 'blob'")
+        if "text" in entry and not isinstance(entry["text"], str):
+            raise TypeError("'text' must be a string")
+        if "blob" in entry and not isinstance(entry["blob"], str):
+            raise TypeError("'blob' must be bytes or a base64 string")
+        entry.setdefault("uri", uri)
+        if mime_type and "mimeType" not in entry:
+            entry["mimeType"] = mime_type
+        contents.append(entry)
+    if not contents:
+        raise TypeError("a read must return at least one content item")
+    return contents
+
+
+class ResourceTemplate:
+    """A family of resources described by an RFC 6570 URI template.
+
+    Subclass, set the attributes and implement :meth:`read`, then register the class with
+    :func:`mcp_resources.register`. ``parse_uri`` may be overridden to take over URI parsing.
+    """
+
+    name: ClassVar[str] = ""
+    uri_template: ClassVar[str] = ""
+    title: ClassVar[str | None] = None
+    description: ClassVar[str | None] = None
+    mime_type: ClassVar[str | None] = None
+    access: ClassVar[str] = PROTECTED
+    required_scopes: ClassVar[Sequence[str]] = ()
+    discoverable: ClassVar[bool] = True
+    icons: ClassVar[Sequence[Mapping[str, Any]] | None] = None
+    annotations: ClassVar[Mapping[str, Any] | None] = None
+
+    def __init__(self) -> None:
+        self._compiled: URITemplate | None = None
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} {self.uri_template!r}>"
+
+    @property
+    def compiled(self) -> URITemplate:
+        """The compiled template (compiled once; system checks report templates that do not parse)."""
+        if self._compiled is None:
+            self._compiled = compile_template(self.uri_template)
+        return self._compiled
+
+    @property
+    def scopes(self) -> tuple[str, ...]:
+        return tuple(self.required_scopes)
+
+    def parse_uri(self, uri: str) -> Mapping[str, Any] | None:
+        """Return the variables for ``uri`` (or any value ``read`` expects), or ``None`` when it does not match.
+
+        Override to take over parsing; raise :class:`~mcp_resources.ResourceError` to refuse the URI with a
+        message for the client.
+        """
+        return self.compiled.match(uri)
+
+    def read(self, request: HttpRequest, uri: str, variables: Any) -> Any:
+        """Return the contents of ``uri``: a str, bytes, a contents dict or a list of them.
+
+        Raise :class:`~mcp_resources.ResourceNotFound` when the caller may not read it or it does not exist.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement read()")
+
+    def get_descriptor(self) -> dict[str, Any]:
+        """The ``ResourceTemplate`` object announced in ``resources/templates/list``."""
+        descriptor: dict[str, Any] = {"uriTemplate": self.uri_template, "name": self.name}
+        if self.title:
+            descriptor["title"] = self.title
+        if self.description:
+            descriptor["description"] = self.description
+        if self.mime_type:
+            descriptor["mimeType"] = self.mime_type
+        if self.icons:
+            descriptor["icons"] = [dict(icon) for icon in self.icons]
+        if self.annotations:
+            descriptor["annotations"] = dict(self.annotations)
+        return descriptor
+
+
+class ModelResourceTemplate(ResourceTemplate):
+    """A template whose resources are rows of ``model``, fetched through the caller-scoped ``get_queryset``.
+
+    ``lookup_fields`` maps template variables to model lookups (default: each variable to the field of the same
+    name). ``ordering`` is the keyset for listings and must end in a unique, non-null field.
+    """
+
+    model: ClassVar[type[models.Model] | None] = None
+    ordering: ClassVar[Sequence[str]] = ("pk",)
+    lookup_fields: ClassVar[Mapping[str, str] | None] = None
+
+    def get_queryset(self, request: HttpRequest) -> models.QuerySet[Any]:
+        """Return the records this caller may see. Always override: the base returns no rows (fails closed)."""
+        assert self.model is not None
+        return self.model._default_manager.none()
+
+    def get_lookups(self) -> dict[str, str]:
+        if self.lookup_fields is not None:
+            return dict(self.lookup_fields)
+        return {var: var for var in self.compiled.variables}
+
+    def get_object(self, request: HttpRequest, variables: Mapping[str, Any]) -> models.Model:
+        """Fetch the record for ``variables`` from the scoped queryset, or raise ``ResourceNotFound``."""
+        lookups = {field: variables[var] for var, field in self.get_lookups().items()}
+        try:
+            return self.get_queryset(request).get(**lookups)
+        except (ObjectDoesNotExist, ValidationError, ValueError, TypeError, OverflowError) as exc:
+            raise ResourceNotFound() from exc
+
+    def get_contents(self, request: HttpRequest, obj: models.Model) -> Any:
+        """What ``resources/read`` returns for ``obj``: a str, bytes, a contents dict or a list of them."""
+        return str(obj)
+
+    def get_uri(self, obj: models.Model) -> str:
+        """The URI of ``obj``, expanded from the template with the object's lookup fields."""
+        values = {var: _resolve(obj, field) for var, field in self.get_lookups().items()}
+        return self.compiled.expand(values)
+
+    def get_resource_name(self, obj: models.Model) -> str:
+        return str(obj)
+
+    def read(self, request: HttpRequest, uri: str, variables: Any) -> Any:
+        obj = self.get_object(request, variables)
+        return self.get_contents(request, obj)
+
+
+def _resolve(obj: models.Model, lookup: str) -> Any:
+    value: Any = obj
+    for attr in lookup.split("__"):
+        value = getattr(value, attr)
+    return value
+
+
+ResourceGetter = Callable[[], Any]
+
+
+@dataclass(eq=False)
+class RegisteredResource:
+    """A concrete resource registered from code with :func:`mcp_resources.register_resource`.
+
+    ``get`` is called on every read (reads are always live) and returns a str, bytes, a contents dict or a list
+    of them.
+    """
+
+    uri: str
+    name: str
+    get: ResourceGetter
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    access: str = PUBLIC
+    required_scopes: tuple[str, ...] = ()
+    subscribe: Callable[[Callable[[], None]], Callable[[], None] | None] | None = None
+    size: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def scopes(self) -> tuple[str, ...]:
+        return tuple(self.required_scopes)
+
+    def get_descriptor(self) -> dict[str, Any]:
+        """The ``Resource`` object announced in ``resources/list``."""
+        descriptor: dict[str, Any] = {"uri": self.uri, "name": self.name}
+        if self.title:
+            descriptor["title"] = self.title
+        if self.description:
+            descriptor["description"] = self.description
+        if self.mime_type:
+            descriptor["mimeType"] = self.mime_type
+        if self.size is not None:
+            descriptor["size"] = self.size
+        return descriptor
+
+    def read(self, request: HttpRequest) -> Any:
+        return self.get()

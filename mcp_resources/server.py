@@ -1,0 +1,283 @@
+"""The protocol core: one method table serving both protocol eras.
+
+The HTTP view, the management commands and the test client all call :meth:`MCPServer.call`, so a command and
+an HTTP request can never disagree. Era differences (result envelope, cache hints, the not-found code) are
+decided here and nowhere else. Application exceptions never reach the client: they are logged and answered
+with a generic internal error.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from mcp_resources import jsonrpc
+from mcp_resources.conf import LEGACY_VERSIONS, MODERN_VERSION, SUPPORTED_VERSIONS, mcp_settings
+from mcp_resources.cursors import Binding, CursorCodec, InvalidCursor, fingerprint, make_cursor, read_cursor
+from mcp_resources.exceptions import (
+    AuthenticationRequired,
+    InsufficientScope,
+    ResourceError,
+    ResourceNotFound,
+)
+from mcp_resources.ordering import order_after
+from mcp_resources.principal import ANONYMOUS, Principal
+from mcp_resources.registry import ResourceRegistry, site
+from mcp_resources.resources import PUBLIC, ResourceTemplate, normalize_contents
+from mcp_resources.uris import validate_uri
+
+if TYPE_CHECKING:
+    from django.http import HttpRequest
+
+logger = logging.getLogger("mcp_resources.server")
+
+SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
+PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
+CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
+
+
+@dataclass
+class CallContext:
+    """One request as the core sees it: who calls, in which protocol era."""
+
+    request: HttpRequest
+    protocol_version: str = MODERN_VERSION
+    principal: Principal = ANONYMOUS
+    client_capabilities: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def modern(self) -> bool:
+        return self.protocol_version == MODERN_VERSION
+
+
+Handler = Callable[[dict[str, Any], CallContext], dict[str, Any]]
+
+
+class MCPServer:
+    """Dispatches MCP resource methods against a :class:`ResourceRegistry`."""
+
+    def __init__(self, registry: ResourceRegistry | None = None, codec: CursorCodec | None = None) -> None:
+        self.registry = registry or site
+        self._codec = codec
+        self._handlers: dict[str, tuple[Handler, bool, bool]] = {
+            # method: (handler, available in 2026-07-28, available in legacy sessions)
+            "server/discover": (self.discover, True, False),
+            "initialize": (self.initialize, False, True),
+            "ping": (self.ping, False, True),
+            "resources/list": (self.list_resources, True, True),
+            "resources/templates/list": (self.list_templates, True, True),
+            "resources/read": (self.read_resource, True, True),
+        }
+
+    # Entry point -----------------------------------------------------------------------------------------
+
+    def call(self, method: str, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        """Run one request and return its result, or raise an :class:`~mcp_resources.jsonrpc.RPCError`,
+        :class:`AuthenticationRequired` or :class:`InsufficientScope`."""
+        entry = self._handlers.get(method)
+        if entry is None or not (entry[1] if ctx.modern else entry[2]):
+            raise jsonrpc.MethodNotFound(f"Method not found: {method}"[:200])
+        handler = entry[0]
+        try:
+            result = handler(params, ctx)
+        except (jsonrpc.RPCError, AuthenticationRequired, InsufficientScope):
+            raise
+        except ResourceError as exc:
+            raise jsonrpc.RPCError(exc.message) from exc
+        except Exception as exc:
+            logger.exception("MCP %s failed", method)
+            raise jsonrpc.InternalError() from exc
+        if ctx.modern:
+            result.setdefault("resultType", "complete")
+            meta = result.setdefault("_meta", {})
+            meta[SERVER_INFO_META] = mcp_settings.server_info
+        return result
+
+    @property
+    def codec(self) -> CursorCodec:
+        if self._codec is not None:
+            return self._codec
+        keys = mcp_settings.cursor_keys
+        return CursorCodec(keys) if keys else CursorCodec()
+
+    def capabilities(self) -> dict[str, Any]:
+        return {"resources": {}}
+
+    # Lifecycle -------------------------------------------------------------------------------------------
+
+    def discover(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "supportedVersions": list(SUPPORTED_VERSIONS),
+            "capabilities": self.capabilities(),
+            "ttlMs": mcp_settings.discover_ttl_ms,
+            "cacheScope": "public",
+        }
+        if mcp_settings.instructions:
+            result["instructions"] = mcp_settings.instructions
+        return result
+
+    def initialize(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "protocolVersion": negotiate_version(params.get("protocolVersion")),
+            "capabilities": self.capabilities(),
+            "serverInfo": mcp_settings.server_info,
+        }
+        if mcp_settings.instructions:
+            result["instructions"] = mcp_settings.instructions
+        return result
+
+    def ping(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        return {}
+
+    # Access ----------------------------------------------------------------------------------------------
+
+    def authorize(self, access: str, scopes: Iterable[str], ctx: CallContext) -> None:
+        """Raise unless the caller may use something with this access policy and these scopes."""
+        if access == PUBLIC:
+            return
+        required = tuple(scopes)
+        if not ctx.principal.authenticated:
+            raise AuthenticationRequired(required)
+        if not ctx.principal.has_scopes(required):
+            raise InsufficientScope(required)
+
+    def may_access(self, access: str, scopes: Iterable[str], ctx: CallContext) -> bool:
+        try:
+            self.authorize(access, scopes, ctx)
+        except (AuthenticationRequired, InsufficientScope):
+            return False
+        return True
+
+    # resources/list --------------------------------------------------------------------------------------
+
+    def _binding(self, method: str, ctx: CallContext, prefix: str = "") -> Binding:
+        sources = fingerprint(*(f"{t.name}\x00{t.uri_template}" for t in self.registry.templates))
+        return Binding(method, prefix, fingerprint(*ctx.principal.fingerprint_parts()), sources)
+
+    def _open_cursor(self, params: dict[str, Any], binding: Binding) -> tuple[Any, float]:
+        if "cursor" not in params or params["cursor"] is None:
+            return None, time.time()
+        try:
+            return read_cursor(self.codec, params["cursor"], binding, mcp_settings.cursor_ttl_seconds)
+        except InvalidCursor:
+            raise jsonrpc.InvalidParams("Invalid cursor") from None
+
+    def list_resources(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        binding = self._binding("resources/list", ctx)
+        position, started = self._open_cursor(params, binding)
+        if position is not None and not isinstance(position, str):
+            raise jsonrpc.InvalidParams("Invalid cursor")
+        limit = mcp_settings.page_size
+        entries = self._static_page(ctx, after=position, limit=limit + 1)
+        page, more = entries[:limit], len(entries) > limit
+        result: dict[str, Any] = {"resources": [descriptor for _, descriptor in page]}
+        if more:
+            result["nextCursor"] = make_cursor(self.codec, binding, page[-1][0], started)
+        if ctx.modern:
+            result["ttlMs"] = 0
+            result["cacheScope"] = "private" if ctx.principal.authenticated else "public"
+        return result
+
+    def _static_page(self, ctx: CallContext, after: str | None, limit: int) -> list[tuple[str, dict[str, Any]]]:
+        """Static resources (code and admin) the caller may access, in URI byte order, after ``after``."""
+        from mcp_resources.models import StaticResource
+
+        code = {r.uri: r for r in self.registry.iter_resources()}
+        entries = [
+            (uri, resource.get_descriptor())
+            for uri, resource in code.items()
+            if (after is None or uri.encode() > after.encode())
+            and self.may_access(resource.access, resource.scopes, ctx)
+        ][:limit]
+        # Admin rows, in batches until ``limit`` accessible ones are found (protected rows may be skipped).
+        found, position = 0, after
+        queryset = StaticResource.objects.filter(enabled=True)
+        while found < limit:
+            rows = list(order_after(queryset, "uri", position, limit))
+            for row in rows:
+                if row.uri not in code and self.may_access(row.access, row.scopes, ctx):
+                    entries.append((row.uri, row.get_descriptor()))
+                    found += 1
+            if len(rows) < limit:
+                break
+            position = rows[-1].uri
+        entries.sort(key=lambda item: item[0].encode())
+        return entries[:limit]
+
+    # resources/templates/list ----------------------------------------------------------------------------
+
+    def list_templates(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        binding = self._binding("resources/templates/list", ctx)
+        position, started = self._open_cursor(params, binding)
+        if position is not None and (not isinstance(position, int) or isinstance(position, bool) or position < 0):
+            raise jsonrpc.InvalidParams("Invalid cursor")
+        start = position or 0
+        discoverable = [t for t in self.registry.templates if t.discoverable]
+        limit = mcp_settings.page_size
+        page = discoverable[start : start + limit]
+        result: dict[str, Any] = {"resourceTemplates": [t.get_descriptor() for t in page]}
+        if start + limit < len(discoverable):
+            result["nextCursor"] = make_cursor(self.codec, binding, start + limit, started)
+        if ctx.modern:
+            result["ttlMs"] = mcp_settings.templates_ttl_ms
+            result["cacheScope"] = "public"
+        return result
+
+    # resources/read --------------------------------------------------------------------------------------
+
+    def not_found(self, uri: str, ctx: CallContext) -> jsonrpc.RPCError:
+        """The era's resource-not-found error: -32602 in 2026-07-28, -32002 in legacy sessions."""
+        if ctx.modern:
+            return jsonrpc.InvalidParams("Resource not found", data={"uri": uri})
+        return jsonrpc.LegacyResourceNotFound("Resource not found", data={"uri": uri})
+
+    def read_resource(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        uri = params.get("uri")
+        try:
+            uri = validate_uri(uri)
+        except ValueError as exc:
+            raise jsonrpc.InvalidParams(f"Invalid resource URI: {exc}") from None
+        contents, mime_type, scope = self._read(uri, ctx)
+        result: dict[str, Any] = {"contents": normalize_contents(contents, uri=uri, mime_type=mime_type)}
+        if ctx.modern:
+            result["ttlMs"] = 0
+            result["cacheScope"] = scope
+        return result
+
+    def _read(self, uri: str, ctx: CallContext) -> tuple[Any, str | None, str]:
+        from mcp_resources.models import StaticResource
+
+        static: Any = self.registry.get_resource(uri)
+        if static is None:
+            static = StaticResource.objects.filter(uri=uri, enabled=True).first()
+        if static is not None:
+            self.authorize(static.access, static.scopes, ctx)
+            scope = "public" if static.access == PUBLIC else "private"
+            return static.read(ctx.request), static.mime_type or None, scope
+        matched = self.registry.match(uri)
+        if matched is None:
+            raise self.not_found(uri, ctx)
+        template, variables = matched
+        self.authorize(template.access, template.scopes, ctx)
+        try:
+            contents = template.read(ctx.request, uri, variables)
+        except ResourceNotFound:
+            raise self.not_found(uri, ctx) from None
+        return contents, template.mime_type, _template_scope(template)
+
+
+def _template_scope(template: ResourceTemplate) -> str:
+    return "public" if template.access == PUBLIC else "private"
+
+
+def negotiate_version(requested: object) -> str:
+    """The legacy version answered to ``initialize``: the client's if we speak it, else our newest legacy one."""
+    if isinstance(requested, str) and requested in LEGACY_VERSIONS:
+        return requested
+    return LEGACY_VERSIONS[0]
+
+
+default_server = MCPServer()

@@ -1,0 +1,64 @@
+"""Legacy (2025-11-25 / 2025-06-18) sessions: ``Mcp-Session-Id`` bound to the user that initialized it.
+
+Sessions live in a Django cache (``MCP_RESOURCES["SESSION_CACHE"]``), so every worker sharing that cache
+shares them. Only a SHA-256 digest of the id is used as the cache key. A session presented by another caller
+is indistinguishable from an unknown one (404).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+
+from django.core.cache import caches
+
+from mcp_resources.conf import mcp_settings
+from mcp_resources.principal import Principal
+
+_SESSION_ID = re.compile(r"^[\x21-\x7e]{1,256}$")
+
+
+@dataclass(frozen=True)
+class LegacySession:
+    id: str
+    owner: str
+    protocol_version: str
+
+
+def owner_of(principal: Principal) -> str:
+    """What a session is bound to: the verified subject and client, or anonymity."""
+    if not principal.authenticated:
+        return "anonymous"
+    return f"user:{principal.subject or ''}\x00client:{principal.client_id or ''}"
+
+
+def _key(session_id: str) -> str:
+    return "mcp_resources:session:" + hashlib.sha256(session_id.encode()).hexdigest()
+
+
+def create_session(principal: Principal, protocol_version: str) -> LegacySession:
+    """Mint a session id with 256 bits of randomness, bound to ``principal``."""
+    session = LegacySession(secrets.token_urlsafe(32), owner_of(principal), protocol_version)
+    caches[mcp_settings.session_cache].set(
+        _key(session.id), (session.owner, session.protocol_version), mcp_settings.session_timeout
+    )
+    return session
+
+
+def get_session(session_id: str, principal: Principal) -> LegacySession | None:
+    """The session if it exists and belongs to ``principal``; ``None`` otherwise."""
+    if not _SESSION_ID.match(session_id):
+        return None
+    stored = caches[mcp_settings.session_cache].get(_key(session_id))
+    if not stored:
+        return None
+    owner, version = stored
+    if not secrets.compare_digest(owner, owner_of(principal)):
+        return None
+    return LegacySession(session_id, owner, version)
+
+
+def end_session(session: LegacySession) -> None:
+    caches[mcp_settings.session_cache].delete(_key(session.id))

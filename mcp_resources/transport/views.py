@@ -1,0 +1,222 @@
+"""The MCP endpoint: one Django view serving 2026-07-28 and the 2025-11-25 / 2025-06-18 legacy sessions.
+
+Every failure answers with the status and JSON-RPC error the spec names; nothing escapes as an HTTP 500 and no
+backend detail reaches the client.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import DisallowedHost, RequestDataTooBig
+from django.http import HttpRequest, HttpResponse
+from django.utils.decorators import method_decorator
+from django.views import View
+from django.views.decorators.csrf import csrf_exempt
+
+from mcp_resources import jsonrpc
+from mcp_resources.conf import LEGACY_VERSIONS, MODERN_VERSION, mcp_settings
+from mcp_resources.exceptions import AuthenticationRequired, InsufficientScope
+from mcp_resources.principal import Principal
+from mcp_resources.server import CallContext, MCPServer, default_server, negotiate_version
+from mcp_resources.transport.headers import check_modern_request, header
+from mcp_resources.transport.origin import origin_allowed
+from mcp_resources.transport.sessions import create_session, end_session, get_session
+
+logger = logging.getLogger("mcp_resources.transport")
+
+SESSION_HEADER = "Mcp-Session-Id"
+
+
+def json_response(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> HttpResponse:
+    response = HttpResponse(jsonrpc.dumps(payload), status=status, content_type="application/json")
+    for name, value in (headers or {}).items():
+        response[name] = value
+    return response
+
+
+def error_response(error: jsonrpc.RPCError, status: int | None = None) -> HttpResponse:
+    return json_response(error.to_response(), status=error.http_status if status is None else status)
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+class MCPView(View):
+    """The MCP endpoint. ``MCPView.as_view(server=MCPServer(registry))`` serves another registry."""
+
+    server: MCPServer | None = None
+    http_method_names = ["get", "post", "delete"]
+
+    def get_server(self) -> MCPServer:
+        return self.server or default_server
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            request.get_host()
+        except DisallowedHost:
+            logger.warning("refused MCP request with a Host not in ALLOWED_HOSTS")
+            return error_response(jsonrpc.InvalidRequest("Invalid Host header", request_id=None), 400)
+        origin = request.META.get("HTTP_ORIGIN")
+        if origin is not None and not origin_allowed(request, origin):
+            logger.warning("refused MCP request from origin %r", origin[:200])
+            return error_response(jsonrpc.InvalidRequest("Origin not allowed", request_id=None), 403)
+        try:
+            return super().dispatch(request, *args, **kwargs)  # type: ignore[no-any-return]
+        except Exception:
+            logger.exception("unexpected error in the MCP endpoint")
+            return error_response(jsonrpc.InternalError(request_id=None), 200)
+
+    def http_method_not_allowed(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        response = HttpResponse(status=405)
+        response["Allow"] = "POST"
+        return response
+
+    # Authentication --------------------------------------------------------------------------------------
+
+    def authenticate(self, request: HttpRequest) -> Principal:
+        authenticator = mcp_settings.authentication_class()
+        principal: Principal = authenticator.authenticate(request)
+        request.mcp_principal = principal  # type: ignore[attr-defined]
+        return principal
+
+    def auth_failure(self, request: HttpRequest, exc: Exception, request_id: Any = None) -> HttpResponse:
+        authenticator = mcp_settings.authentication_class()
+        if isinstance(exc, InsufficientScope):
+            challenge = authenticator.challenge(request, "insufficient_scope", exc.scopes)
+            body = {"error": "insufficient_scope", "error_description": "The token lacks a required scope."}
+            return json_response(body, 403, {"WWW-Authenticate": challenge})
+        assert isinstance(exc, AuthenticationRequired)
+        error = "invalid_token" if exc.invalid_token else None
+        challenge = authenticator.challenge(request, error, exc.scopes)
+        body = {"error": error or "unauthorized", "error_description": "Authentication required."}
+        if exc.invalid_token:
+            body["error_description"] = "The access token is missing, malformed, unknown, expired or revoked."
+        return json_response(body, 401, {"WWW-Authenticate": challenge})
+
+    # POST ------------------------------------------------------------------------------------------------
+
+    def read_body(self, request: HttpRequest) -> bytes | HttpResponse:
+        limit = mcp_settings.max_request_bytes
+        too_large = error_response(jsonrpc.InvalidRequest("Request body too large", request_id=None), 413)
+        try:
+            declared = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            return error_response(jsonrpc.InvalidRequest("Invalid Content-Length", request_id=None), 400)
+        if declared > limit:
+            return too_large
+        try:
+            body = request.read(limit + 1)
+        except RequestDataTooBig:
+            return too_large
+        if len(body) > limit:
+            return too_large
+        return body
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        body = self.read_body(request)
+        if isinstance(body, HttpResponse):
+            return body
+        try:
+            message = jsonrpc.parse_message(body)
+        except jsonrpc.RPCError as exc:
+            return error_response(exc)
+        try:
+            principal = self.authenticate(request)
+        except AuthenticationRequired as exc:
+            logger.info("refused MCP request: %s", exc.reason or "authentication failed")
+            return self.auth_failure(request, exc)
+
+        session_id = header(request, SESSION_HEADER)
+        version_header = header(request, "MCP-Protocol-Version")
+        legacy = message.method == "initialize" or (session_id is not None and version_header != MODERN_VERSION)
+
+        if message.is_response:
+            if legacy and session_id is not None and get_session(session_id, principal) is not None:
+                return HttpResponse(status=202)
+            return error_response(jsonrpc.InvalidRequest("Clients may not send responses", request_id=None))
+        assert message.method is not None
+        if message.method == "initialize":
+            return self.initialize(request, message, principal)
+        if legacy:
+            assert session_id is not None
+            return self.legacy_message(request, message, principal, session_id, version_header)
+        if message.is_notification:
+            return HttpResponse(status=202)
+        try:
+            version, capabilities = check_modern_request(request, message.method, message.params)
+        except jsonrpc.RPCError as exc:
+            return error_response(exc.with_id(message.id))
+        ctx = CallContext(request, version, principal, capabilities)
+        return self.run(message, ctx)
+
+    def initialize(self, request: HttpRequest, message: jsonrpc.Message, principal: Principal) -> HttpResponse:
+        if message.is_notification:
+            return error_response(jsonrpc.InvalidRequest("initialize must be a request", request_id=None), 400)
+        requested = message.params.get("protocolVersion")
+        if not isinstance(requested, str):
+            error = jsonrpc.InvalidParams("initialize needs a protocolVersion string", request_id=message.id)
+            return error_response(error, 400)
+        version = negotiate_version(requested)
+        ctx = CallContext(request, version, principal)
+        try:
+            result = self.get_server().call("initialize", message.params, ctx)
+        except jsonrpc.RPCError as exc:
+            return error_response(exc.with_id(message.id), 400)
+        session = create_session(principal, version)
+        return json_response(
+            jsonrpc.result_response(message.id, result),  # type: ignore[arg-type]
+            headers={SESSION_HEADER: session.id},
+        )
+
+    def legacy_message(
+        self,
+        request: HttpRequest,
+        message: jsonrpc.Message,
+        principal: Principal,
+        session_id: str,
+        version_header: str | None,
+    ) -> HttpResponse:
+        session = get_session(session_id, principal)
+        if session is None:
+            return error_response(jsonrpc.InvalidRequest("Session not found", request_id=message.id), 404)
+        if version_header is not None and version_header != session.protocol_version:
+            if version_header not in LEGACY_VERSIONS:
+                error = jsonrpc.InvalidRequest(f"Unsupported MCP-Protocol-Version: {version_header[:40]}")
+                return error_response(error.with_id(message.id), 400)
+            error = jsonrpc.InvalidRequest("MCP-Protocol-Version does not match the session's version")
+            return error_response(error.with_id(message.id), 400)
+        if message.is_notification:
+            return HttpResponse(status=202)
+        ctx = CallContext(request, session.protocol_version, principal)
+        return self.run(message, ctx)
+
+    def run(self, message: jsonrpc.Message, ctx: CallContext) -> HttpResponse:
+        assert message.method is not None and message.id is not None
+        try:
+            result = self.get_server().call(message.method, message.params, ctx)
+        except (AuthenticationRequired, InsufficientScope) as exc:
+            return self.auth_failure(ctx.request, exc, message.id)
+        except jsonrpc.RPCError as exc:
+            exc.with_id(message.id)
+            return error_response(exc, exc.http_status if ctx.modern else 200)
+        return json_response(jsonrpc.result_response(message.id, result))
+
+    # GET / DELETE ----------------------------------------------------------------------------------------
+
+    def delete(self, request: HttpRequest) -> HttpResponse:
+        session_id = header(request, SESSION_HEADER)
+        if session_id is None:
+            return self.http_method_not_allowed(request)
+        try:
+            principal = self.authenticate(request)
+        except AuthenticationRequired as exc:
+            return self.auth_failure(request, exc)
+        session = get_session(session_id, principal)
+        if session is None:
+            return error_response(jsonrpc.InvalidRequest("Session not found", request_id=None), 404)
+        end_session(session)
+        return HttpResponse(status=204)
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        return self.http_method_not_allowed(request)
+

@@ -1,0 +1,62 @@
+"""``manage.py load_demo_data``: users alice and bob with their documents, and a few static resources."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandParser
+from django.db import transaction
+from django.utils import timezone
+
+from mcp_resources.models import StaticResource
+from testproject.library.models import Document
+
+# A 1x1 transparent PNG.
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
+)
+
+
+class Command(BaseCommand):
+    help = "Create the demo users (alice, bob), their documents and the demo static resources."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--alice", type=int, default=120, help="Documents for alice.")
+        parser.add_argument("--bob", type=int, default=60, help="Documents for bob.")
+
+    @transaction.atomic
+    def handle(self, *args: Any, **options: Any) -> None:
+        user_model = get_user_model()
+        start = timezone.now() - timedelta(days=365)
+        for username, count in (("alice", options["alice"]), ("bob", options["bob"])):
+            user, created = user_model.objects.get_or_create(username=username)
+            if created:
+                user.set_password(username)
+                user.save()
+            if not Document.objects.filter(owner=user).exists():
+                Document.objects.bulk_create(
+                    Document(
+                        owner=user,
+                        title=f"{username.title()}'s document {i + 1}",
+                        body=f"This is document {i + 1} of {username}.",
+                        created=start + timedelta(hours=i),
+                    )
+                    for i in range(count)
+                )
+        StaticResource.objects.update_or_create(
+            uri="learn://about",
+            defaults={
+                "name": "about",
+                "title": "About this demo",
+                "mime_type": "text/markdown",
+                "text": "# django-mcp-resources demo\n\nSign in as alice or bob to list your documents.\n",
+            },
+        )
+        StaticResource.objects.update_or_create(
+            uri="learn://logo.png",
+            defaults={"name": "logo.png", "title": "Logo", "mime_type": "image/png", "binary": PNG, "text": ""},
+        )
+        self.stdout.write(self.style.SUCCESS("Demo data loaded: users alice and bob (passwords = usernames)."))

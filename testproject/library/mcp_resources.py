@@ -1,0 +1,30 @@
+"""The demo's resource templates (autodiscovered like admin.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from mcp_resources import ModelResourceTemplate, register
+from testproject.library.models import Document
+
+
+@register
+class DocumentResource(ModelResourceTemplate):
+    model = Document
+    name = "documents"
+    uri_template = "learn://documents/{id}"
+    title = "Documents"
+    description = "The signed-in user's documents."
+    mime_type = "text/plain"
+    required_scopes = ("documents:read",)
+    access = "protected"
+    ordering = ("created", "id")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Document]:
+        return Document.objects.filter(owner_id=request.user.pk, deleted_at__isnull=True)
+
+    def get_contents(self, request: HttpRequest, obj: Any) -> Any:
+        return [{"text": obj.body}]

@@ -1,0 +1,21 @@
+"""The demo's records: documents owned by users."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class Document(models.Model):
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="documents")
+    title = models.CharField(max_length=200)
+    body = models.TextField(blank=True)
+    created = models.DateTimeField(default=timezone.now)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["owner", "created", "id"], name="library_doc_owner_keyset")]
+
+    def __str__(self) -> str:
+        return self.title
