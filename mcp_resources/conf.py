@@ -13,6 +13,7 @@ from django.utils.module_loading import import_string
 
 DEFAULTS: dict[str, Any] = {
     "AUTHENTICATION_CLASS": "mcp_resources.auth.OAuth2Authentication",
+    "RESOURCE_URI": None,
     "ALLOWED_ORIGINS": [],
     "MAX_REQUEST_BYTES": 1024 * 1024,
     "SERVER_NAME": "django-mcp-resources",
@@ -49,6 +50,12 @@ class Settings:
     def authentication_class(self) -> type:
         value = self._get("AUTHENTICATION_CLASS")
         return import_string(value) if isinstance(value, str) else value  # type: ignore[no-any-return]
+
+    @property
+    def resource_uri(self) -> str:
+        """The canonical URI of this MCP server (RFC 8707 audience); unset means derived from the request."""
+        value = self._get("RESOURCE_URI")
+        return str(value) if value else ""
 
     @property
     def allowed_origins(self) -> list[str]:

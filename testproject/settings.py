@@ -90,6 +90,7 @@ OAUTH2_PROVIDER = {
 
 MCP_RESOURCES: dict[str, object] = {
     "SERVER_NAME": "django-mcp-resources demo",
+    "RESOURCE_URI": os.environ.get("MCP_RESOURCE_URI", "http://127.0.0.1:8000/mcp"),
     "INSTRUCTIONS": "Documents of the signed-in user, as MCP resources.",
 }
 
