@@ -28,14 +28,14 @@ def describe_templates() -> list[dict[str, Any]]:
                 "discoverable": template.discoverable,
                 "mime_type": template.mime_type or "",
                 "class": f"{cls.__module__}.{cls.__qualname__}",
-                "model": template.model._meta.label if getattr(template, "model", None) else "",
+                "model": model._meta.label if (model := getattr(template, "model", None)) else "",
             }
         )
     return rows
 
 
 @admin.register(StaticResource)
-class StaticResourceAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class StaticResourceAdmin(admin.ModelAdmin):  # type: ignore[type-arg,unused-ignore]
     list_display = ["uri", "name", "mime_type", "access", "enabled", "updated"]
     list_filter = ["access", "enabled"]
     search_fields = ["uri", "name", "title"]
@@ -56,7 +56,7 @@ class StaticResourceAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
                 name="mcp_resources_registered_templates",
             )
         ]
-        return extra + super().get_urls()  # type: ignore[operator]
+        return extra + super().get_urls()
 
     def registered_templates_view(self, request: HttpRequest) -> HttpResponse:
         context = {

@@ -27,6 +27,10 @@ DEFAULTS: dict[str, Any] = {
     "SESSION_TIMEOUT": 24 * 3600,
     "CURSOR_KEYS": [],
     "CURSOR_TTL_SECONDS": 15 * 60,
+    "PAGE_MAX_BYTES": 1024 * 1024,
+    "RESULT_MAX_BYTES": 1024 * 1024,
+    "LIST_DEADLINE_SECONDS": 10.0,
+    "STATIC_LIST_TTL_MS": 0,
 }
 
 MAX_PAGE_SIZE = 100
@@ -49,7 +53,7 @@ class Settings:
     @property
     def authentication_class(self) -> type:
         value = self._get("AUTHENTICATION_CLASS")
-        return import_string(value) if isinstance(value, str) else value  # type: ignore[no-any-return]
+        return import_string(value) if isinstance(value, str) else value
 
     @property
     def resource_uri(self) -> str:
@@ -110,6 +114,19 @@ class Settings:
     @property
     def cursor_ttl_seconds(self) -> int:
         return int(self._get("CURSOR_TTL_SECONDS"))
+
+    @property
+    def max_page_bytes(self) -> int:
+        """The tighter of ``PAGE_MAX_BYTES`` and ``RESULT_MAX_BYTES``."""
+        return min(int(self._get("PAGE_MAX_BYTES")), int(self._get("RESULT_MAX_BYTES")))
+
+    @property
+    def list_deadline_seconds(self) -> float:
+        return float(self._get("LIST_DEADLINE_SECONDS"))
+
+    @property
+    def static_list_ttl_ms(self) -> int:
+        return max(0, int(self._get("STATIC_LIST_TTL_MS")))
 
 
 mcp_settings = Settings()

@@ -83,9 +83,17 @@ class CursorCodec:
             raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         except (binascii.Error, ValueError) as exc:
             raise InvalidCursor() from exc
+        # The decoder skips foreign characters, accepts '+' and '/' and ignores unused trailing bits: only the
+        # canonical encoding is a cursor, so a token cannot be altered and still be accepted.
+        if base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii") != token:
+            raise InvalidCursor()
         if len(raw) < _KID_LEN + _NONCE_LEN + _TAG_LEN:
             raise InvalidCursor()
-        kid, nonce, sealed = raw[:_KID_LEN], raw[_KID_LEN : _KID_LEN + _NONCE_LEN], raw[_KID_LEN + _NONCE_LEN :]
+        kid, nonce, sealed = (
+            raw[:_KID_LEN],
+            raw[_KID_LEN : _KID_LEN + _NONCE_LEN],
+            raw[_KID_LEN + _NONCE_LEN :],
+        )
         key = self._keys.get(kid)
         if key is None:
             raise InvalidCursor()

@@ -160,7 +160,13 @@ def loads(data: bytes | str) -> Any:
 
 def dumps(payload: Any) -> bytes:
     """Encode compact UTF-8 JSON."""
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (legal in JSON input as a \u escape, e.g. in an echoed id) has no UTF-8 form:
+        # fall back to \u escapes rather than failing to answer.
+        return json.dumps(payload, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode("ascii")
 
 
 def _valid_id(value: Any) -> bool:

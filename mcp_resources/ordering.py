@@ -15,7 +15,7 @@ from django.db.models.expressions import Expression
 from django.db.models.functions import Collate
 
 
-def byte_ordered(field: str, using: str = "default") -> Expression:
+def byte_ordered(field: str, using: str = "default") -> Expression | F:
     """An expression for ``field`` that sorts and compares in byte order on the ``using`` database."""
     vendor = connections[using].vendor
     if vendor == "postgresql":

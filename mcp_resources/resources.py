@@ -108,6 +108,25 @@ class ResourceTemplate:
         """
         raise NotImplementedError(f"{type(self).__name__} must implement read()")
 
+    def list(self, request: HttpRequest, *, after: str | None, limit: int, prefix: str, deadline: float) -> Any:
+        """List the caller's concrete resources (override to make the template an inventory source).
+
+        Return ``(entries, has_more)`` (or an :class:`InventoryPage`): at most ``limit`` entries
+        ``(key, {"uri", "name", "mimeType"})`` with keys strictly after ``after`` in byte order. The caller's
+        :class:`~mcp_resources.Principal` is ``request.mcp_principal``; ``deadline`` is a
+        ``time.monotonic()`` value after which work should stop.
+        """
+        raise NotImplementedError
+
+    @property
+    def lists_instances(self) -> bool:
+        """Whether this template contributes concrete resources to ``resources/list``."""
+        return type(self).list is not ResourceTemplate.list
+
+    def cache_control(self, request: HttpRequest) -> tuple[str, int]:
+        """The cache hint for this source's listing: ``(scope, ttl_ms)``; private and uncached by default."""
+        return ("private", 0)
+
     def get_descriptor(self) -> dict[str, Any]:
         """The ``ResourceTemplate`` object announced in ``resources/templates/list``."""
         descriptor: dict[str, Any] = {"uriTemplate": self.uri_template, "name": self.name}
@@ -134,6 +153,19 @@ class ModelResourceTemplate(ResourceTemplate):
     model: ClassVar[type[models.Model] | None] = None
     ordering: ClassVar[Sequence[str]] = ("pk",)
     lookup_fields: ClassVar[Mapping[str, str] | None] = None
+    listable: ClassVar[bool] = True
+    requires_subject: ClassVar[bool] = True
+
+    @property
+    def lists_instances(self) -> bool:
+        return self.listable and self.model is not None
+
+    def get_resource(self, request: HttpRequest, obj: models.Model) -> dict[str, Any]:
+        """The ``Resource`` listed for ``obj``: uri, name and the template's mime type."""
+        resource: dict[str, Any] = {"uri": self.get_uri(obj), "name": self.get_resource_name(obj)[:512]}
+        if self.mime_type:
+            resource["mimeType"] = self.mime_type
+        return resource
 
     def get_queryset(self, request: HttpRequest) -> models.QuerySet[Any]:
         """Return the records this caller may see. Always override: the base returns no rows (fails closed)."""
@@ -178,6 +210,14 @@ def _resolve(obj: models.Model, lookup: str) -> Any:
 
 
 ResourceGetter = Callable[[], Any]
+
+
+@dataclass
+class InventoryPage:
+    """What a ``list`` callback returns: ``entries`` of ``(key, resource)`` and whether more exist."""
+
+    entries: list[tuple[str, dict[str, Any]]]
+    has_more: bool = False
 
 
 @dataclass(eq=False)

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from django.db import OperationalError
+
 from mcp_resources import jsonrpc
 from mcp_resources.conf import LEGACY_VERSIONS, MODERN_VERSION, SUPPORTED_VERSIONS, mcp_settings
 from mcp_resources.cursors import Binding, CursorCodec, InvalidCursor, fingerprint, make_cursor, read_cursor
@@ -23,11 +25,12 @@ from mcp_resources.exceptions import (
     ResourceError,
     ResourceNotFound,
 )
+from mcp_resources.inventory import DeadlineExceeded, InventoryError, PositionError, Traversal
 from mcp_resources.ordering import order_after
 from mcp_resources.principal import ANONYMOUS, Principal
 from mcp_resources.registry import ResourceRegistry, site
 from mcp_resources.resources import PUBLIC, ResourceTemplate, normalize_contents
-from mcp_resources.uris import validate_uri
+from mcp_resources.uris import MAX_URI_LENGTH, validate_uri
 
 if TYPE_CHECKING:
     from django.http import HttpRequest
@@ -165,36 +168,101 @@ class MCPServer:
         except InvalidCursor:
             raise jsonrpc.InvalidParams("Invalid cursor") from None
 
+    def sources(self) -> list[ResourceTemplate]:
+        """Templates that list instances: protected and discoverable ones, in registration order."""
+        return [t for t in self.registry.templates if t.lists_instances and t.access != PUBLIC and t.discoverable]
+
+    def _accessible_sources(self, ctx: CallContext) -> list[ResourceTemplate]:
+        """Authorize the whole listing: 401 without a caller, 403 when no source is accessible."""
+        sources = self.sources()
+        if not sources:
+            return []
+        scopes = [scope for source in sources for scope in source.scopes]
+        if not ctx.principal.authenticated:
+            raise AuthenticationRequired(scopes)
+        accessible = [s for s in sources if self.may_access(s.access, s.scopes, ctx)]
+        if not accessible:
+            raise InsufficientScope(scopes)
+        # A source never falls back to an unrestricted query: without a subject, subject-owned sources are skipped.
+        return [s for s in accessible if ctx.principal.subject or not getattr(s, "requires_subject", False)]
+
     def list_resources(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-        binding = self._binding("resources/list", ctx)
+        prefix = _prefix_param(params)
+        sources = self._accessible_sources(ctx)
+        binding = self._binding("resources/list", ctx, prefix)
         position, started = self._open_cursor(params, binding)
-        if position is not None and not isinstance(position, str):
-            raise jsonrpc.InvalidParams("Invalid cursor")
         limit = mcp_settings.page_size
-        entries = self._static_page(ctx, after=position, limit=limit + 1)
-        page, more = entries[:limit], len(entries) > limit
-        result: dict[str, Any] = {"resources": [descriptor for _, descriptor in page]}
-        if more:
-            result["nextCursor"] = make_cursor(self.codec, binding, page[-1][0], started)
+        result: dict[str, Any] = {"resources": []}
+        has_inventory = bool(self.sources())
+        scope, ttl = self._list_cache_hints(ctx, sources, has_inventory)
+        skeleton = {"jsonrpc": "2.0", "id": "x" * 64, "result": {**result, "nextCursor": "x" * 512}}
+        traversal = Traversal(
+            ctx.request,
+            static_page=lambda after, n, pfx: self._static_page(ctx, after=after, limit=n, prefix=pfx),
+            sources=sources,
+            all_sources=self.sources(),
+            prefix=prefix,
+            limit=limit,
+            max_bytes=mcp_settings.max_page_bytes,
+            base_bytes=len(jsonrpc.dumps(skeleton)) + 512,
+            deadline=time.monotonic() + mcp_settings.list_deadline_seconds,
+        )
+        try:
+            page = traversal.page(position)
+        except PositionError:
+            raise jsonrpc.InvalidParams("Invalid cursor") from None
+        except DeadlineExceeded:
+            logger.warning("resources/list ran past its deadline")
+            raise jsonrpc.InternalError("Request timed out") from None
+        except InventoryError as exc:
+            logger.error("resources/list source broke the list contract: %s", exc)
+            raise jsonrpc.InternalError() from None
+        except OperationalError:
+            logger.exception("resources/list query failed")
+            raise jsonrpc.InternalError() from None
+        result["resources"] = page.resources
+        if page.next_position is not None:
+            result["nextCursor"] = make_cursor(self.codec, binding, page.next_position, started)
         if ctx.modern:
-            result["ttlMs"] = 0
-            result["cacheScope"] = "private" if ctx.principal.authenticated else "public"
+            result["ttlMs"] = ttl
+            result["cacheScope"] = scope
         return result
 
-    def _static_page(self, ctx: CallContext, after: str | None, limit: int) -> list[tuple[str, dict[str, Any]]]:
+    def _list_cache_hints(
+        self, ctx: CallContext, sources: list[ResourceTemplate], has_inventory: bool
+    ) -> tuple[str, int]:
+        """Combine the sources' hints: private wins, the smallest ttl applies; inventories are private, ttl 0."""
+        if has_inventory:
+            return "private", 0
+        scope = "private" if ctx.principal.authenticated else "public"
+        ttls = [mcp_settings.static_list_ttl_ms]
+        for source in sources:
+            source_scope, source_ttl = source.cache_control(ctx.request)
+            scope = "private" if source_scope == "private" else scope
+            ttls.append(max(0, int(source_ttl)))
+        return scope, min(ttls)
+
+    def _static_page(
+        self, ctx: CallContext, after: str | None, limit: int, prefix: str = ""
+    ) -> list[tuple[str, dict[str, Any]]]:
         """Static resources (code and admin) the caller may access, in URI byte order, after ``after``."""
         from mcp_resources.models import StaticResource
 
+        if after is not None and not isinstance(after, str):
+            raise PositionError("static positions are URIs")
         code = {r.uri: r for r in self.registry.iter_resources()}
         entries = [
             (uri, resource.get_descriptor())
             for uri, resource in code.items()
             if (after is None or uri.encode() > after.encode())
+            and uri.startswith(prefix)
             and self.may_access(resource.access, resource.scopes, ctx)
         ][:limit]
         # Admin rows, in batches until ``limit`` accessible ones are found (protected rows may be skipped).
         found, position = 0, after
         queryset = StaticResource.objects.filter(enabled=True)
+        if prefix:
+            queryset = queryset.filter(uri__startswith=prefix)
         while found < limit:
             rows = list(order_after(queryset, "uri", position, limit))
             for row in rows:
@@ -210,12 +278,13 @@ class MCPServer:
     # resources/templates/list ----------------------------------------------------------------------------
 
     def list_templates(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-        binding = self._binding("resources/templates/list", ctx)
+        prefix = _prefix_param(params)
+        binding = self._binding("resources/templates/list", ctx, prefix)
         position, started = self._open_cursor(params, binding)
         if position is not None and (not isinstance(position, int) or isinstance(position, bool) or position < 0):
             raise jsonrpc.InvalidParams("Invalid cursor")
         start = position or 0
-        discoverable = [t for t in self.registry.templates if t.discoverable]
+        discoverable = [t for t in self.registry.templates if t.discoverable and t.uri_template.startswith(prefix)]
         limit = mcp_settings.page_size
         page = discoverable[start : start + limit]
         result: dict[str, Any] = {"resourceTemplates": [t.get_descriptor() for t in page]}
@@ -267,6 +336,16 @@ class MCPServer:
         except ResourceNotFound:
             raise self.not_found(uri, ctx) from None
         return contents, template.mime_type, _template_scope(template)
+
+
+def _prefix_param(params: dict[str, Any]) -> str:
+    """The optional ``prefix`` extension parameter: a plain string prefix of URIs (or URI templates)."""
+    prefix = params.get("prefix", "")
+    if prefix is None:
+        return ""
+    if not isinstance(prefix, str) or len(prefix) > MAX_URI_LENGTH:
+        raise jsonrpc.InvalidParams(f"prefix must be a string of at most {MAX_URI_LENGTH} characters")
+    return prefix
 
 
 def _template_scope(template: ResourceTemplate) -> str:

@@ -95,7 +95,11 @@ class URITemplate:
         for part in self.parts:
             if isinstance(part, Variable):
                 raw = m.group(_group(part.name))
-                values[part.name] = raw if part.reserved else unquote(raw, errors="strict")
+                try:
+                    values[part.name] = raw if part.reserved else unquote(raw, errors="strict")
+                except UnicodeDecodeError:
+                    # Percent-escapes that are not UTF-8 name no resource: no match, never an exception.
+                    return None
         return values
 
     def expand(self, variables: Mapping[str, object]) -> str:
@@ -142,9 +146,7 @@ def compile_template(template: str) -> URITemplate:
         reserved = body.startswith("+")
         name = body[1:] if reserved else body
         if not _VARNAME.match(name):
-            raise TemplateError(
-                f"unsupported expression {{{body}}}: only level-1 {{var}} and {{+var}} are supported"
-            )
+            raise TemplateError(f"unsupported expression {{{body}}}: only level-1 {{var}} and {{+var}} are supported")
         if name in seen:
             raise TemplateError(f"variable {name!r} appears twice")
         seen.add(name)
@@ -220,15 +222,12 @@ def templates_overlap(a: URITemplate, b: URITemplate) -> bool:
     return False
 
 
-def _advance(
-    steps: list[tuple[str | None, str | None, bool]], i: int, inside: bool, ch: str
-) -> list[tuple[int, bool]]:
+def _advance(steps: list[tuple[str | None, str | None, bool]], i: int, inside: bool, ch: str) -> list[tuple[int, bool]]:
     """States reachable by consuming ``ch``: ``(index, inside)`` where inside means a variable may repeat."""
     out: list[tuple[int, bool]] = []
-    if inside:
-        # We are past at least one character of the variable at i - 1: it may take more.
-        if _step_accepts(steps[i - 1], ch):
-            out.append((i, True))
+    # Inside a variable (past its first character at i - 1), it may take more.
+    if inside and _step_accepts(steps[i - 1], ch):
+        out.append((i, True))
     if i < len(steps) and _step_accepts(steps[i], ch):
         out.append((i + 1, steps[i][2]))
     return out

@@ -20,7 +20,7 @@ from mcp_resources.conf import LEGACY_VERSIONS, MODERN_VERSION, mcp_settings
 from mcp_resources.exceptions import AuthenticationRequired, InsufficientScope
 from mcp_resources.principal import Principal
 from mcp_resources.server import CallContext, MCPServer, default_server, negotiate_version
-from mcp_resources.transport.headers import check_modern_request, header
+from mcp_resources.transport.headers import PROTOCOL_VERSION_META, check_modern_request, header
 from mcp_resources.transport.origin import origin_allowed
 from mcp_resources.transport.sessions import create_session, end_session, get_session
 
@@ -38,6 +38,12 @@ def json_response(payload: Any, status: int = 200, headers: dict[str, str] | Non
 
 def error_response(error: jsonrpc.RPCError, status: int | None = None) -> HttpResponse:
     return json_response(error.to_response(), status=error.http_status if status is None else status)
+
+
+def is_modern_request(message: jsonrpc.Message, version_header: str | None) -> bool:
+    """True when a request announces the 2026-07-28 wire: the version header or the per-request ``_meta``."""
+    meta = message.params.get("_meta")
+    return version_header == MODERN_VERSION or (isinstance(meta, dict) and PROTOCOL_VERSION_META in meta)
 
 
 @method_decorator(csrf_exempt, name="dispatch")
@@ -61,7 +67,7 @@ class MCPView(View):
             logger.warning("refused MCP request from origin %r", origin[:200])
             return error_response(jsonrpc.InvalidRequest("Origin not allowed", request_id=None), 403)
         try:
-            return super().dispatch(request, *args, **kwargs)  # type: ignore[no-any-return]
+            return super().dispatch(request, *args, **kwargs)  # type: ignore[return-value]
         except Exception:
             logger.exception("unexpected error in the MCP endpoint")
             return error_response(jsonrpc.InternalError(request_id=None), 200)
@@ -128,14 +134,17 @@ class MCPView(View):
 
         session_id = header(request, SESSION_HEADER)
         version_header = header(request, "MCP-Protocol-Version")
-        legacy = message.method == "initialize" or (session_id is not None and version_header != MODERN_VERSION)
+        # ``initialize`` opens a legacy session unless the request itself is a 2026-07-28 one: there it is a
+        # removed method and falls through to the modern path, which answers 404 + -32601.
+        legacy_initialize = message.method == "initialize" and not is_modern_request(message, version_header)
+        legacy = legacy_initialize or (session_id is not None and version_header != MODERN_VERSION)
 
         if message.is_response:
             if legacy and session_id is not None and get_session(session_id, principal) is not None:
                 return HttpResponse(status=202)
             return error_response(jsonrpc.InvalidRequest("Clients may not send responses", request_id=None))
         assert message.method is not None
-        if message.method == "initialize":
+        if legacy_initialize:
             return self.initialize(request, message, principal)
         if legacy:
             assert session_id is not None
@@ -191,7 +200,8 @@ class MCPView(View):
         return self.run(message, ctx)
 
     def run(self, message: jsonrpc.Message, ctx: CallContext) -> HttpResponse:
-        assert message.method is not None and message.id is not None
+        assert message.method is not None
+        assert message.id is not None
         try:
             result = self.get_server().call(message.method, message.params, ctx)
         except (AuthenticationRequired, InsufficientScope) as exc:
@@ -219,4 +229,3 @@ class MCPView(View):
 
     def get(self, request: HttpRequest) -> HttpResponse:
         return self.http_method_not_allowed(request)
-

@@ -6,6 +6,6 @@ from testproject.library.models import Document
 
 
 @admin.register(Document)
-class DocumentAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class DocumentAdmin(admin.ModelAdmin):  # type: ignore[type-arg,unused-ignore]
     list_display = ["title", "owner", "created"]
     list_filter = ["owner"]

@@ -1,0 +1,265 @@
+"""One ``resources/list`` traversal across sources: static resources first, then each inventory source in
+registration order, continuing across source boundaries within a page, bounded in entries and in bytes.
+
+A position is ``[phase, key]``: the phase is ``""`` for static resources or a source's name, and the key is the
+last URI (static), the ordering values (model sources) or the callback's key (generic sources). Each page is
+queried live: nothing is snapshotted, and the cursor never grants access.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from mcp_resources import jsonrpc
+from mcp_resources.pagination import (
+    BadPosition,
+    decode_position,
+    encode_position,
+    keyset_page,
+    prefix_variables,
+    statement_timeout,
+)
+from mcp_resources.resources import InventoryPage, ModelResourceTemplate, ResourceTemplate
+from mcp_resources.uris import MAX_URI_LENGTH, can_start_with
+
+if TYPE_CHECKING:
+    from django.http import HttpRequest
+
+logger = logging.getLogger("mcp_resources.inventory")
+
+STATIC_PHASE = ""
+_KEY = re.compile(r"^[\x21-\x7e]{1,256}$")
+_ALLOWED_FIELDS = {"uri", "name", "mimeType"}
+
+Entry = tuple[Any, dict[str, Any]]
+
+
+class InventoryError(Exception):
+    """A source broke the list contract; the client gets a generic internal error, the log gets this."""
+
+
+class DeadlineExceeded(Exception):
+    """The listing ran past the request's deadline."""
+
+
+class PositionError(Exception):
+    """The cursor's position no longer fits the registered sources."""
+
+
+@dataclass
+class PageResult:
+    resources: list[dict[str, Any]]
+    next_position: list[Any] | None
+
+
+def validate_page(
+    template: ResourceTemplate, raw: Any, *, after: str | None, limit: int, prefix: str
+) -> tuple[list[Entry], bool]:
+    """Check what a ``list`` callback returned against the contract; raise :class:`InventoryError`."""
+    if isinstance(raw, InventoryPage):
+        entries, has_more = raw.entries, raw.has_more
+    elif isinstance(raw, tuple) and len(raw) == 2:
+        entries, has_more = raw
+    else:
+        raise InventoryError(f"{template.name}: list() must return (entries, has_more) or an InventoryPage")
+    if not isinstance(entries, Sequence) or not isinstance(has_more, bool):
+        raise InventoryError(f"{template.name}: entries must be a sequence and has_more a bool")
+    if len(entries) > limit:
+        raise InventoryError(f"{template.name}: returned {len(entries)} entries for limit {limit}")
+    if has_more and not entries:
+        raise InventoryError(f"{template.name}: has_more is true on an empty page")
+    previous = after
+    seen: set[str] = set()
+    checked: list[Entry] = []
+    for item in entries:
+        if not (isinstance(item, tuple | list) and len(item) == 2):
+            raise InventoryError(f"{template.name}: each entry must be (key, resource)")
+        key, resource = item
+        if not isinstance(key, str) or not _KEY.match(key):
+            raise InventoryError(f"{template.name}: key {key!r} is not 1-256 printable ASCII without spaces")
+        if previous is not None and key.encode() <= previous.encode():
+            raise InventoryError(f"{template.name}: keys are not strictly increasing in byte order")
+        previous = key
+        if not isinstance(resource, dict) or set(resource) - _ALLOWED_FIELDS:
+            raise InventoryError(f"{template.name}: resource metadata may only hold uri, name and mimeType")
+        uri, name, mime = resource.get("uri"), resource.get("name"), resource.get("mimeType")
+        if not isinstance(uri, str) or not uri or len(uri) > MAX_URI_LENGTH:
+            raise InventoryError(f"{template.name}: uri missing or over {MAX_URI_LENGTH} characters")
+        if template.compiled.match(uri) is None:
+            raise InventoryError(f"{template.name}: uri {uri[:200]!r} does not match {template.uri_template}")
+        if uri in seen:
+            raise InventoryError(f"{template.name}: uri {uri[:200]!r} repeated")
+        seen.add(uri)
+        if prefix and not uri.startswith(prefix):
+            raise InventoryError(f"{template.name}: uri {uri[:200]!r} does not start with the prefix")
+        if not isinstance(name, str) or not name or len(name) > 512:
+            raise InventoryError(f"{template.name}: name missing or over 512 characters")
+        if mime is not None and (not isinstance(mime, str) or len(mime) > 128):
+            raise InventoryError(f"{template.name}: mimeType over 128 characters")
+        checked.append((key, dict(resource)))
+    return checked, has_more
+
+
+def model_page(
+    template: ModelResourceTemplate,
+    request: HttpRequest,
+    *,
+    after: Any,
+    limit: int,
+    prefix: str,
+    deadline: float,
+) -> tuple[list[Entry], bool]:
+    """One keyset page of a model template's scoped queryset, with the prefix pushed into the query."""
+    assert template.model is not None
+    ordering = list(template.ordering)
+    queryset = template.get_queryset(request)
+    if prefix:
+        split = prefix_variables(template.compiled, prefix)
+        if split is None:
+            return [], False
+        complete, partial = split
+        lookups = template.get_lookups()
+        filters: dict[str, Any] = {}
+        for var, value in complete.items():
+            filters[lookups[var]] = value
+        if partial is not None and partial[1]:
+            filters[f"{lookups[partial[0]]}__startswith"] = partial[1]
+        try:
+            queryset = queryset.filter(**filters)
+        except (ValueError, TypeError):
+            return [], False
+    try:
+        position = decode_position(template.model, ordering, after) if after is not None else None
+    except BadPosition as exc:
+        raise PositionError(str(exc)) from exc
+    remaining_ms = int((deadline - time.monotonic()) * 1000)
+    if remaining_ms <= 0:
+        raise DeadlineExceeded()
+    try:
+        with statement_timeout(queryset.db, remaining_ms):
+            rows, has_more = keyset_page(queryset, ordering, position, limit)
+    except (ValueError, TypeError):
+        # A completed prefix variable that does not fit the field's type names no record.
+        return [], False
+    entries: list[Entry] = []
+    for obj in rows:
+        resource = template.get_resource(request, obj)
+        if prefix and not resource["uri"].startswith(prefix):
+            continue
+        entries.append((encode_position(obj, ordering), resource))
+    if not entries and has_more and rows:
+        # Every row of this batch fell outside the prefix after encoding: continue after the last one.
+        return [(encode_position(rows[-1], ordering), {})], True
+    return entries, has_more
+
+
+def source_page(
+    template: ResourceTemplate, request: HttpRequest, *, after: Any, limit: int, prefix: str, deadline: float
+) -> tuple[list[Entry], bool]:
+    if isinstance(template, ModelResourceTemplate):
+        return model_page(template, request, after=after, limit=limit, prefix=prefix, deadline=deadline)
+    if after is not None and not isinstance(after, str):
+        raise PositionError("generic sources take string keys")
+    raw = template.list(request, after=after, limit=limit, prefix=prefix, deadline=deadline)
+    return validate_page(template, raw, after=after, limit=limit, prefix=prefix)
+
+
+class Traversal:
+    """Assemble one page across the static phase and the accessible sources."""
+
+    def __init__(
+        self,
+        request: HttpRequest,
+        *,
+        static_page: Callable[[str | None, int, str], list[Entry]],
+        sources: list[ResourceTemplate],
+        all_sources: list[ResourceTemplate],
+        prefix: str,
+        limit: int,
+        max_bytes: int,
+        base_bytes: int,
+        deadline: float,
+    ) -> None:
+        self.request = request
+        self.static_page = static_page
+        self.sources = [s for s in sources if not prefix or can_start_with(s.compiled, prefix)]
+        self.all_names = [s.name for s in all_sources]
+        self.prefix = prefix
+        self.limit = limit
+        self.max_bytes = max_bytes
+        self.base_bytes = base_bytes
+        self.deadline = deadline
+
+    def _phases(self) -> list[str]:
+        return [STATIC_PHASE] + [s.name for s in self.sources]
+
+    def _start(self, position: list[Any] | None) -> tuple[int, Any]:
+        phases = self._phases()
+        if position is None:
+            return 0, None
+        if not (isinstance(position, list) and len(position) == 2 and isinstance(position[0], str)):
+            raise PositionError("malformed position")
+        phase, key = position
+        if phase in phases:
+            return phases.index(phase), key
+        if phase not in self.all_names:
+            raise PositionError("unknown phase")
+        # The source became inaccessible since the last page: continue with the sources after it.
+        order = self.all_names.index(phase)
+        for index, name in enumerate(phases[1:], start=1):
+            if self.all_names.index(name) > order:
+                return index, None
+        return len(phases), None
+
+    def _fetch(self, phase_index: int, after: Any, limit: int) -> tuple[list[Entry], bool]:
+        if time.monotonic() > self.deadline:
+            raise DeadlineExceeded()
+        if phase_index == 0:
+            rows = self.static_page(after, limit + 1, self.prefix)
+            return rows[:limit], len(rows) > limit
+        source = self.sources[phase_index - 1]
+        return source_page(source, self.request, after=after, limit=limit, prefix=self.prefix, deadline=self.deadline)
+
+    def page(self, position: list[Any] | None) -> PageResult:
+        phases = self._phases()
+        index, after = self._start(position)
+        resources: list[dict[str, Any]] = []
+        used = self.base_bytes
+        while index < len(phases):
+            remaining = self.limit - len(resources)
+            entries, has_more = self._fetch(index, after, remaining)
+            for key, resource in entries:
+                if not resource:  # a skip marker: nothing listable in this batch
+                    after = key
+                    continue
+                size = len(jsonrpc.dumps(resource)) + 1
+                if used + size > self.max_bytes:
+                    if not resources:
+                        raise InventoryError(f"a single resource ({size} bytes) cannot fit in a page")
+                    return PageResult(resources, [phases[index], after])
+                used += size
+                resources.append(resource)
+                after = key
+            if has_more:
+                if len(resources) >= self.limit:
+                    return PageResult(resources, [phases[index], after])
+                continue  # a short batch (filtered by the prefix): keep reading this phase
+            index, after = index + 1, None
+            if len(resources) >= self.limit:
+                return PageResult(resources, self._peek(index))
+        return PageResult(resources, None)
+
+    def _peek(self, index: int) -> list[Any] | None:
+        """The next non-empty phase at or after ``index``, for a page that filled up at a phase boundary."""
+        phases = self._phases()
+        while index < len(phases):
+            entries, _ = self._fetch(index, None, 1)
+            if entries:
+                return [phases[index], None]
+            index += 1
+        return None

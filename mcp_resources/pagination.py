@@ -1,0 +1,165 @@
+"""Keyset pagination over querysets (compound orderings) and prefix push-down into queryset filters.
+
+Every page is ``WHERE (ordering) > (last) ORDER BY ordering LIMIT n + 1``: never OFFSET, never a collection
+sliced in memory. String fields compare in byte order on every backend (see :mod:`mcp_resources.ordering`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import decimal
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from django.db import connections, models, transaction
+from django.db.models import Q, QuerySet
+
+from mcp_resources.ordering import byte_ordered
+from mcp_resources.uris import SIMPLE_CLASS, Literal, URITemplate, Variable
+
+_TEXT_FIELDS = (models.CharField, models.TextField)
+
+
+class BadPosition(ValueError):
+    """A stored keyset position does not fit the ordering (the cursor is unusable)."""
+
+
+def resolve_field(model: type[models.Model], name: str) -> models.Field[Any, Any]:
+    if name == "pk":
+        pk = model._meta.pk
+        assert pk is not None
+        return pk
+    field = model._meta.get_field(name)
+    assert isinstance(field, models.Field)
+    return field
+
+
+def _sort_expressions(queryset: QuerySet[Any], ordering: Sequence[str]) -> tuple[QuerySet[Any], list[str]]:
+    """Annotate byte-ordered aliases for text fields; return the queryset and the names to order by."""
+    names = []
+    annotations = {}
+    for i, name in enumerate(ordering):
+        field = resolve_field(queryset.model, name)
+        attname = field.name if name != "pk" else "pk"
+        if isinstance(field, _TEXT_FIELDS):
+            alias = f"_mcp_key_{i}"
+            annotations[alias] = byte_ordered(field.name, queryset.db)
+            names.append(alias)
+        else:
+            names.append(attname)
+    if annotations:
+        queryset = queryset.alias(**annotations)
+    return queryset, names
+
+
+def keyset_filter(names: Sequence[str], values: Sequence[Any]) -> Q:
+    """``(a, b, c) > (x, y, z)`` expanded as ``a > x OR (a = x AND b > y) OR (a = x AND b = y AND c > z)``."""
+    condition = Q()
+    for i, name in enumerate(names):
+        clause = Q(**{f"{name}__gt": values[i]})
+        for j in range(i):
+            clause &= Q(**{names[j]: values[j]})
+        condition |= clause
+    return condition
+
+
+def encode_position(obj: models.Model, ordering: Sequence[str]) -> list[Any]:
+    """The ordering values of ``obj`` as JSON-safe values for a cursor."""
+    values = []
+    for name in ordering:
+        value = obj.pk if name == "pk" else getattr(obj, resolve_field(type(obj), name).attname)
+        if isinstance(value, datetime.datetime | datetime.date | datetime.time):
+            value = value.isoformat()
+        elif isinstance(value, uuid.UUID | decimal.Decimal):
+            value = str(value)
+        values.append(value)
+    return values
+
+
+def decode_position(model: type[models.Model], ordering: Sequence[str], raw: Any) -> list[Any]:
+    if not isinstance(raw, list) or len(raw) != len(ordering):
+        raise BadPosition("position does not match the ordering")
+    values = []
+    for name, value in zip(ordering, raw, strict=True):
+        if value is None or isinstance(value, dict | list):
+            raise BadPosition("bad position value")
+        try:
+            values.append(resolve_field(model, name).to_python(value))
+        except Exception as exc:  # any conversion failure makes the cursor unusable
+            raise BadPosition("bad position value") from exc
+    return values
+
+
+def keyset_page(
+    queryset: QuerySet[Any], ordering: Sequence[str], after: Sequence[Any] | None, limit: int
+) -> tuple[list[Any], bool]:
+    """At most ``limit`` rows strictly after ``after`` in ``ordering``, and whether more exist."""
+    queryset, names = _sort_expressions(queryset, ordering)
+    if after is not None:
+        queryset = queryset.filter(keyset_filter(names, after))
+    rows = list(queryset.order_by(*names)[: limit + 1])
+    return rows[:limit], len(rows) > limit
+
+
+@contextlib.contextmanager
+def statement_timeout(using: str, milliseconds: int) -> Iterator[None]:
+    """Bound every query inside the block on PostgreSQL (``SET LOCAL statement_timeout``)."""
+    connection = connections[using]
+    if connection.vendor != "postgresql" or milliseconds <= 0:
+        yield
+        return
+    with transaction.atomic(using=using):
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL statement_timeout = %s", [int(milliseconds)])
+        yield
+
+
+# Prefix push-down -------------------------------------------------------------------------------------------
+
+
+def prefix_variables(template: URITemplate, prefix: str) -> tuple[dict[str, str], tuple[str, str] | None] | None:
+    """Split ``prefix`` along ``template``.
+
+    Returns ``(complete, partial)``: the values of variables the prefix completes, and ``(name, start)`` for a
+    variable the prefix ends inside (or ``None``); returns ``None`` when no URI of the template can start with
+    ``prefix``. The result is a superset filter: callers still check every URI against the prefix.
+    """
+    import re
+    from urllib.parse import unquote
+
+    rest = prefix
+    complete: dict[str, str] = {}
+    parts = template.parts
+    for index, part in enumerate(parts):
+        if not rest:
+            return complete, None
+        if isinstance(part, Literal):
+            if part.text.startswith(rest):
+                return complete, None
+            if not rest.startswith(part.text):
+                return None
+            rest = rest[len(part.text) :]
+            continue
+        assert isinstance(part, Variable)
+        nxt = parts[index + 1] if index + 1 < len(parts) else None
+        stop = None
+        if not part.reserved and isinstance(nxt, Literal) and not re.fullmatch(SIMPLE_CLASS, nxt.text[0]):
+            stop = rest.find(nxt.text[0])
+        if stop is None or stop < 0:
+            if isinstance(nxt, Literal) and nxt.text[0] in rest:
+                # The variable's end cannot be told from the prefix: filter nothing here (a superset).
+                return complete, None
+            if part.reserved:
+                return complete, (part.name, rest)
+            value = re.sub(r"%[0-9A-Fa-f]?$", "", rest)
+            if not re.fullmatch(f"{SIMPLE_CLASS}*", value):
+                return None
+            return complete, (part.name, unquote(value))
+        raw = rest[:stop]
+        if not raw or not re.fullmatch(f"{SIMPLE_CLASS}+", raw):
+            return None
+        complete[part.name] = raw if part.reserved else unquote(raw)
+        rest = rest[stop:]
+    return (complete, None) if not rest else None
