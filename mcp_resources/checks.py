@@ -65,6 +65,19 @@ def check_templates(registry: ResourceRegistry) -> list[checks.CheckMessage]:
             )
         if not isinstance(template, ModelResourceTemplate) and type(template).read is ResourceTemplate.read:
             errors.append(_error(f"{type(template).__name__} does not implement read().", template, "E010"))
+        if (
+            not isinstance(template, ModelResourceTemplate)
+            and template.lists_instances
+            and (template.access == PUBLIC or not template.discoverable)
+        ):
+            errors.append(
+                _error(
+                    f"{type(template).__name__} implements list() but is not protected and discoverable.",
+                    template,
+                    "E013",
+                    "Only a protected, discoverable template may list a caller's resources.",
+                )
+            )
         if isinstance(template, ModelResourceTemplate) and template in compiled:
             errors.extend(check_model_template(template))
     for i, first in enumerate(compiled):
@@ -106,9 +119,16 @@ def check_model_template(template: ModelResourceTemplate) -> list[checks.CheckMe
             if field is None:
                 errors.append(_error(f"{cls_name}.ordering names unknown field {name!r}.", template, "E004"))
                 break
-            if position == len(ordering) - 1 and not (
-                (field.primary_key or field.unique) and not field.null
-            ):
+            if field.null:
+                errors.append(
+                    checks.Warning(
+                        f"{cls_name}.ordering field {name!r} is nullable; NULL keys break paging.",
+                        hint="Keyset pagination compares values; order by non-null fields only.",
+                        obj=type(template),
+                        id="mcp_resources.W002",
+                    )
+                )
+            if position == len(ordering) - 1 and not ((field.primary_key or field.unique) and not field.null):
                 errors.append(
                     _error(
                         f"{cls_name}.ordering must end in a unique, non-null field; {name!r} is not.",

@@ -40,6 +40,7 @@ logger = logging.getLogger("mcp_resources.server")
 SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
 PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
 CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
+PREFIX_EXTENSION = "io.github.django-mcp-resources/prefix"
 
 
 @dataclass
@@ -106,15 +107,19 @@ class MCPServer:
         keys = mcp_settings.cursor_keys
         return CursorCodec(keys) if keys else CursorCodec()
 
-    def capabilities(self) -> dict[str, Any]:
-        return {"resources": {}}
+    def capabilities(self, modern: bool = True) -> dict[str, Any]:
+        """Server capabilities; the ``prefix`` list filter is announced as an extension (experimental in legacy)."""
+        extension = {PREFIX_EXTENSION: {"methods": ["resources/list", "resources/templates/list"]}}
+        capabilities: dict[str, Any] = {"resources": {}}
+        capabilities["extensions" if modern else "experimental"] = extension
+        return capabilities
 
     # Lifecycle -------------------------------------------------------------------------------------------
 
     def discover(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
         result: dict[str, Any] = {
             "supportedVersions": list(SUPPORTED_VERSIONS),
-            "capabilities": self.capabilities(),
+            "capabilities": self.capabilities(modern=True),
             "ttlMs": mcp_settings.discover_ttl_ms,
             "cacheScope": "public",
         }
@@ -125,7 +130,7 @@ class MCPServer:
     def initialize(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
         result: dict[str, Any] = {
             "protocolVersion": negotiate_version(params.get("protocolVersion")),
-            "capabilities": self.capabilities(),
+            "capabilities": self.capabilities(modern=False),
             "serverInfo": mcp_settings.server_info,
         }
         if mcp_settings.instructions:
