@@ -8,7 +8,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from mcp_resources import ModelResourceTemplate, register
-from testproject.library.models import Document
+from testproject.library.models import Document, Note
 
 
 @register
@@ -28,3 +28,22 @@ class DocumentResource(ModelResourceTemplate):
 
     def get_contents(self, request: HttpRequest, obj: Any) -> Any:
         return [{"text": obj.body}]
+
+
+@register
+class NoteResource(ModelResourceTemplate):
+    model = Note
+    name = "notes"
+    uri_template = "learn://notes/{id}"
+    title = "Notes"
+    description = "The signed-in user's notes, listed after the documents."
+    mime_type = "text/markdown"
+    required_scopes = ("documents:read",)
+    access = "protected"
+    ordering = ("title", "id")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Note]:
+        return Note.objects.filter(owner_id=request.user.pk)
+
+    def get_contents(self, request: HttpRequest, obj: Any) -> Any:
+        return f"# {obj.title}\n\n{obj.text}\n"

@@ -19,3 +19,17 @@ class Document(models.Model):
 
     def __str__(self) -> str:
         return self.title
+
+
+class Note(models.Model):
+    """A second kind of record, listed after documents (ordered by title: a text keyset)."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notes")
+    title = models.CharField(max_length=200)
+    text = models.TextField(blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["owner", "title", "id"], name="library_note_owner_keyset")]
+
+    def __str__(self) -> str:
+        return self.title

@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from mcp_resources.models import StaticResource
-from testproject.library.models import Document
+from testproject.library.models import Document, Note
 
 # A 1x1 transparent PNG.
 PNG = bytes.fromhex(
@@ -26,6 +26,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--alice", type=int, default=120, help="Documents for alice.")
         parser.add_argument("--bob", type=int, default=60, help="Documents for bob.")
+        parser.add_argument("--notes", type=int, default=10, help="Notes for each user.")
 
     @transaction.atomic
     def handle(self, *args: Any, **options: Any) -> None:
@@ -45,6 +46,11 @@ class Command(BaseCommand):
                         created=start + timedelta(hours=i),
                     )
                     for i in range(count)
+                )
+            if not Note.objects.filter(owner=user).exists():
+                Note.objects.bulk_create(
+                    Note(owner=user, title=f"Note {i + 1:02d}", text=f"A note of {username}.")
+                    for i in range(options["notes"])
                 )
         StaticResource.objects.update_or_create(
             uri="learn://about",
