@@ -1,0 +1,96 @@
+"""An ASGI front for the MCP endpoint: one thread hop per request instead of Django's dozen.
+
+Django's ASGI handler moves a request between the event loop and threads about twelve times (middleware,
+signals, the view), which costs more than the whole page on a small machine. ``MCPApplication`` answers POST,
+GET and DELETE on the MCP path itself: it reads the body on the event loop (bounded), runs the same
+:class:`~mcp_resources.transport.MCPView` synchronously in a single worker thread, and writes the response.
+Every other path goes to the wrapped Django application, so the admin and the OAuth views are untouched.
+
+Middleware does not run for the MCP path: the view does its own ``Host``/``Origin`` validation, needs no CSRF,
+session or message middleware, and authenticates every request from its ``Authorization`` header.
+
+    # asgi.py
+    from django.core.asgi import get_asgi_application
+    from mcp_resources.asgi import MCPApplication
+
+    application = MCPApplication(get_asgi_application(), path="/mcp")
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.core import signals
+from django.core.handlers.asgi import ASGIRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
+
+from mcp_resources import jsonrpc
+from mcp_resources.conf import mcp_settings
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[..., Awaitable[None]]
+
+
+class MCPApplication:
+    """Serve ``path`` with the MCP view in one thread hop; delegate everything else to ``fallback``."""
+
+    def __init__(self, fallback: ASGIApp, path: str = "/mcp", view: Callable[..., HttpResponseBase] | None = None):
+        from mcp_resources.transport import MCPView
+
+        self.fallback = fallback
+        self.path = path
+        self.view = view or MCPView.as_view()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != self.path:
+            await self.fallback(scope, receive, send)
+            return
+        body = await self._read_body(receive, mcp_settings.max_request_bytes)
+        if body is None:
+            error = jsonrpc.InvalidRequest("Request body too large", request_id=None)
+            response: HttpResponseBase = HttpResponse(
+                jsonrpc.dumps(error.to_response()), status=413, content_type="application/json"
+            )
+        else:
+            request = ASGIRequest(scope, io.BytesIO(body))
+            response = await sync_to_async(self._handle, thread_sensitive=False)(request)
+        await self._send(response, send)
+
+    @staticmethod
+    async def _read_body(receive: Receive, limit: int) -> bytes | None:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return b""
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    def _handle(self, request: HttpRequest) -> HttpResponseBase:
+        # The request signals close stale database connections, as Django's own handlers do.
+        signals.request_started.send(sender=type(self), scope=getattr(request, "scope", None))
+        try:
+            return self.view(request)
+        finally:
+            signals.request_finished.send(sender=type(self))
+
+    @staticmethod
+    async def _send(response: HttpResponseBase, send: Send) -> None:
+        headers = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in response.items()]
+        body = response.content if isinstance(response, HttpResponse) else b""
+        if not any(name == b"content-length" for name, _ in headers) and response.status_code not in (204, 304):
+            headers.append((b"content-length", str(len(body)).encode("ascii")))
+        await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
