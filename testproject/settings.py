@@ -10,7 +10,7 @@ from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "demo-only-secret-key-not-for-production")  # noqa: S105
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "demo-only-secret-key-not-for-production")
 DEBUG = os.environ.get("DJANGO_DEBUG", "") == "1"
 ALLOWED_HOSTS = ["127.0.0.1", "localhost", "[::1]", "testserver"]
 
@@ -79,19 +79,45 @@ USE_TZ = True
 TIME_ZONE = "UTC"
 LANGUAGE_CODE = "en-us"
 STATIC_URL = "static/"
-LOGIN_URL = "/admin/login/"
 
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
+# The demo is its own OAuth 2.1 authorization server (docs/oauth.md): authorization code with PKCE (S256 only),
+# RFC 8414 metadata at /.well-known/oauth-authorization-server, the RFC 8707 resource stored on each token,
+# open dynamic client registration (RFC 7591) and client ID metadata documents, as MCP clients use them.
+LOGIN_URL = "/accounts/login/"
 OAUTH2_PROVIDER = {
-    "SCOPES": {"documents:read": "Read your documents"},
+    "SCOPES": {
+        "documents:read": "Read your documents and notes",
+        "documents": "All of your documents (implies documents:read)",
+    },
+    "DEFAULT_SCOPES": ["documents:read"],
+    # Only the authorization code grant (with refresh tokens); PKCE required, S256 only.
+    "OAUTH2_SERVER_CLASS": "oauthlib.oauth2.WebApplicationServer",
+    "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
+    "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
+    "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": ["none", "client_secret_basic", "client_secret_post"],
     "PKCE_REQUIRED": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
+    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
+    "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
+    "ACCESS_TOKEN_EXPIRE_SECONDS": 3600,
+    "REFRESH_TOKEN_EXPIRE_SECONDS": 30 * 24 * 3600,
+    # MCP clients register themselves: open RFC 7591 registration, and https client_id metadata documents
+    # (fetched by django-oauth-toolkit's SSRF-hardened fetcher).
+    "DCR_ENABLED": True,
+    "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
+    "CIMD_ENABLED": True,
 }
 
 MCP_RESOURCES: dict[str, object] = {
     "SERVER_NAME": "django-mcp-resources demo",
     "RESOURCE_URI": os.environ.get("MCP_RESOURCE_URI", "http://127.0.0.1:8000/mcp"),
     "INSTRUCTIONS": "Documents of the signed-in user, as MCP resources.",
+    "RESOURCE_NAME": "Demo library",
+    "SCOPE_HIERARCHY": {"documents": ["documents:read"]},
 }
 
 LOGGING = {
