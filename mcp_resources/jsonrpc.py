@@ -91,9 +91,10 @@ class InvalidParams(RPCError):
 
 
 class InternalError(RPCError):
+    """A generic failure; details stay in the log. Answered with HTTP 200: the JSON-RPC body carries the error."""
+
     code = INTERNAL_ERROR
     default_message = "Internal error"
-    http_status = 500
 
 
 class LegacyResourceNotFound(RPCError):
