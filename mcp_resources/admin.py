@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Any
 
+from django import forms
 from django.contrib import admin
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
@@ -34,8 +38,49 @@ def describe_templates() -> list[dict[str, Any]]:
     return rows
 
 
+class StaticResourceForm(forms.ModelForm):  # type: ignore[type-arg,unused-ignore]
+    """Binary content is edited as base64 text (a bare BinaryField would show ``b'...'`` and crash on save)."""
+
+    binary = forms.CharField(
+        label="Binary content",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4}),
+        help_text="Base64-encoded; leave empty for a text resource.",
+    )
+
+    class Meta:
+        model = StaticResource
+        fields = [
+            "uri",
+            "name",
+            "title",
+            "description",
+            "mime_type",
+            "enabled",
+            "text",
+            "binary",
+            "access",
+            "required_scopes",
+        ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        value = self.instance.binary
+        self.initial["binary"] = base64.b64encode(bytes(value)).decode("ascii") if value else ""
+
+    def clean_binary(self) -> bytes | None:
+        value = "".join(self.cleaned_data.get("binary", "").split())
+        if not value:
+            return None
+        try:
+            return base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise ValidationError("Enter the binary content as base64.", code="invalid") from exc
+
+
 @admin.register(StaticResource)
 class StaticResourceAdmin(admin.ModelAdmin):  # type: ignore[type-arg,unused-ignore]
+    form = StaticResourceForm
     list_display = ["uri", "name", "mime_type", "access", "enabled", "updated"]
     list_filter = ["access", "enabled"]
     search_fields = ["uri", "name", "title"]

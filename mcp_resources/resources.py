@@ -180,6 +180,9 @@ class ModelResourceTemplate(ResourceTemplate):
     def get_object(self, request: HttpRequest, variables: Mapping[str, Any]) -> models.Model:
         """Fetch the record for ``variables`` from the scoped queryset, or raise ``ResourceNotFound``."""
         lookups = {field: variables[var] for var, field in self.get_lookups().items()}
+        if any(isinstance(value, str) and "\x00" in value for value in lookups.values()):
+            # A NUL (from "%00") names no row, and PostgreSQL refuses to compare it (DataError, not a miss).
+            raise ResourceNotFound()
         try:
             return self.get_queryset(request).get(**lookups)
         except (ObjectDoesNotExist, ValidationError, ValueError, TypeError, OverflowError) as exc:

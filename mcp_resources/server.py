@@ -18,7 +18,15 @@ from django.db import OperationalError
 
 from mcp_resources import jsonrpc
 from mcp_resources.conf import LEGACY_VERSIONS, MODERN_VERSION, SUPPORTED_VERSIONS, mcp_settings
-from mcp_resources.cursors import Binding, CursorCodec, InvalidCursor, fingerprint, make_cursor, read_cursor
+from mcp_resources.cursors import (
+    MAX_CURSOR_LENGTH,
+    Binding,
+    CursorCodec,
+    InvalidCursor,
+    fingerprint,
+    make_cursor,
+    read_cursor,
+)
 from mcp_resources.exceptions import (
     AuthenticationRequired,
     InsufficientScope,
@@ -163,7 +171,8 @@ class MCPServer:
 
     def _binding(self, method: str, ctx: CallContext, prefix: str = "") -> Binding:
         sources = fingerprint(*(f"{t.name}\x00{t.uri_template}" for t in self.registry.templates))
-        return Binding(method, prefix, fingerprint(*ctx.principal.fingerprint_parts()), sources)
+        # The prefix is bound by its digest: a 2,048-character prefix must not make every cursor too long to reuse.
+        return Binding(method, fingerprint(prefix), fingerprint(*ctx.principal.fingerprint_parts()), sources)
 
     def _open_cursor(self, params: dict[str, Any], binding: Binding) -> tuple[Any, float]:
         if "cursor" not in params or params["cursor"] is None:
@@ -200,7 +209,18 @@ class MCPServer:
         result: dict[str, Any] = {"resources": []}
         has_inventory = bool(self.sources())
         scope, ttl = self._list_cache_hints(ctx, sources, has_inventory)
-        skeleton = {"jsonrpc": "2.0", "id": "x" * 64, "result": {**result, "nextCursor": "x" * 512}}
+        # The byte bound covers the whole response: envelope, metadata and the next cursor (counted by the traversal
+        # for the position the page actually ends at).
+        skeleton_result: dict[str, Any] = dict(result)
+        if ctx.modern:
+            skeleton_result.update(
+                ttlMs=ttl,
+                cacheScope=scope,
+                resultType="complete",
+                _meta={SERVER_INFO_META: mcp_settings.server_info},
+            )
+        skeleton = {"jsonrpc": "2.0", "id": "x" * 64, "result": skeleton_result}
+        cursor_overhead = len(',"nextCursor":""')
         traversal = Traversal(
             ctx.request,
             static_page=lambda after, n, pfx: self._static_page(ctx, after=after, limit=n, prefix=pfx),
@@ -209,8 +229,9 @@ class MCPServer:
             prefix=prefix,
             limit=limit,
             max_bytes=mcp_settings.max_page_bytes,
-            base_bytes=len(jsonrpc.dumps(skeleton)) + 512,
+            base_bytes=len(jsonrpc.dumps(skeleton)) + 256,
             deadline=time.monotonic() + mcp_settings.list_deadline_seconds,
+            cursor_bytes=lambda pos: cursor_overhead + len(make_cursor(self.codec, binding, pos, started)),
         )
         try:
             page = traversal.page(position)
@@ -227,7 +248,12 @@ class MCPServer:
             raise jsonrpc.InternalError() from None
         result["resources"] = page.resources
         if page.next_position is not None:
-            result["nextCursor"] = make_cursor(self.codec, binding, page.next_position, started)
+            cursor = make_cursor(self.codec, binding, page.next_position, started)
+            if len(cursor) > MAX_CURSOR_LENGTH:
+                # A cursor that could never be opened again would strand the client: fail now, loudly.
+                logger.error("resources/list position too long for a cursor (ordering values too long?)")
+                raise jsonrpc.InternalError()
+            result["nextCursor"] = cursor
         if ctx.modern:
             result["ttlMs"] = ttl
             result["cacheScope"] = scope
@@ -350,6 +376,9 @@ def _prefix_param(params: dict[str, Any]) -> str:
         return ""
     if not isinstance(prefix, str) or len(prefix) > MAX_URI_LENGTH:
         raise jsonrpc.InvalidParams(f"prefix must be a string of at most {MAX_URI_LENGTH} characters")
+    # No URI holds control characters or lone surrogates (and databases refuse to compare them).
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F or 0xD800 <= ord(ch) <= 0xDFFF for ch in prefix):
+        raise jsonrpc.InvalidParams("prefix must not contain control characters")
     return prefix
 
 

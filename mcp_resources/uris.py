@@ -1,7 +1,9 @@
 """RFC 6570 level-1 URI templates (``{var}`` and ``{+var}``): compile, expand, match, literal prefix, overlap.
 
-No Django imports. Templates are compiled once; matching is a single anchored regular expression without
-nested quantifiers, so it runs in linear time on hostile input.
+No Django imports. Templates are compiled once. Matching never backtracks: a template with one variable is an
+anchored regular expression with a single quantifier; with several variables (whose values may contain the
+literal text between them, so a backtracking regex would take O(n**k) steps) a dynamic programme over the URI
+finds the same greedy match in O(len(uri) * len(template)).
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from urllib.parse import quote, unquote
 
 MAX_URI_LENGTH = 2048
@@ -88,19 +90,63 @@ class URITemplate:
         """Return the decoded variables when ``uri`` matches the template, else ``None``."""
         if len(uri) > MAX_URI_LENGTH:
             return None
-        m = self.regex.fullmatch(uri)
-        if m is None:
+        spans = self._variable_spans(uri)
+        if spans is None:
             return None
         values = {}
-        for part in self.parts:
-            if isinstance(part, Variable):
-                raw = m.group(_group(part.name))
-                try:
-                    values[part.name] = raw if part.reserved else unquote(raw, errors="strict")
-                except UnicodeDecodeError:
-                    # Percent-escapes that are not UTF-8 name no resource: no match, never an exception.
-                    return None
+        for part, (start, end) in zip((p for p in self.parts if isinstance(p, Variable)), spans, strict=True):
+            raw = uri[start:end]
+            try:
+                values[part.name] = raw if part.reserved else unquote(raw, errors="strict")
+            except UnicodeDecodeError:
+                # Percent-escapes that are not UTF-8 name no resource: no match, never an exception.
+                return None
         return values
+
+    def _variable_spans(self, uri: str) -> list[tuple[int, int]] | None:
+        """The ``(start, end)`` of each variable in ``uri``, as a greedy regular expression would match them."""
+        if len(self.variables) < 2:
+            m = self.regex.fullmatch(uri)
+            if m is None:
+                return None
+            return [m.span(_group(name)) for name in self.variables]
+        n = len(uri)
+        parts = self.parts
+        # ok[j][i]: uri[i:] matches parts[j:]. Filled backwards, one linear pass per part.
+        ok: list[list[bool]] = [[False] * (n + 1) for _ in range(len(parts) + 1)]
+        ok[len(parts)][n] = True
+        in_class: dict[int, list[bool]] = {}
+        for j in range(len(parts) - 1, -1, -1):
+            part, cur, nxt = parts[j], ok[j], ok[j + 1]
+            if isinstance(part, Literal):
+                size = len(part.text)
+                for i in range(n - size + 1):
+                    cur[i] = nxt[i + size] and uri.startswith(part.text, i)
+            else:
+                member = [False] * (n + 1)
+                for run in _run_regex(part.char_class).finditer(uri):
+                    member[run.start() : run.end()] = [True] * (run.end() - run.start())
+                in_class[j] = member
+                for i in range(n - 1, -1, -1):
+                    cur[i] = member[i] and (nxt[i + 1] or cur[i + 1])
+        if not ok[0][0]:
+            return None
+        # Forward: each variable takes the longest value after which the rest of the template still matches.
+        spans = []
+        i = 0
+        for j, part in enumerate(parts):
+            if isinstance(part, Literal):
+                i += len(part.text)
+                continue
+            member, nxt = in_class[j], ok[j + 1]
+            end = i
+            while member[end]:
+                end += 1
+            while not nxt[end]:
+                end -= 1
+            spans.append((i, end))
+            i = end
+        return spans
 
     def expand(self, variables: Mapping[str, object]) -> str:
         """Expand the template; ``{var}`` values are percent-encoded, ``{+var}`` keep reserved characters."""
@@ -118,6 +164,11 @@ class URITemplate:
 
     def __str__(self) -> str:
         return self.template
+
+
+@cache
+def _run_regex(char_class: str) -> re.Pattern[str]:
+    return re.compile(f"{char_class}+", re.DOTALL)
 
 
 def _group(name: str) -> str:
@@ -174,6 +225,9 @@ def validate_uri(uri: object) -> str:
         raise ValueError(f"a resource URI may be at most {MAX_URI_LENGTH} characters")
     if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in uri):
         raise ValueError("a resource URI may not contain control characters")
+    if any(0xD800 <= ord(ch) <= 0xDFFF for ch in uri):
+        # A lone surrogate (possible through a JSON \u escape) has no UTF-8 form: no database can look it up.
+        raise ValueError("a resource URI may not contain lone surrogates")
     if not re.match(r"^[A-Za-z][A-Za-z0-9+.\-]*:", uri):
         raise ValueError("a resource URI must start with a scheme")
     return uri

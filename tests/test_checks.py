@@ -1,0 +1,684 @@
+"""System checks (one test per id) and the resource registry."""
+
+from __future__ import annotations
+
+from io import StringIO
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.core import checks
+from django.core.management import call_command
+from django.db import models
+from django.test.utils import isolate_apps
+
+from mcp_resources.checks import check_settings, check_templates
+from mcp_resources.exceptions import AlreadyRegistered, NotRegistered, RegistryFrozen
+from mcp_resources.registry import ResourceRegistry, site
+from mcp_resources.resources import ModelResourceTemplate, ResourceTemplate
+from testproject.library.models import Document
+
+
+def ids(messages: list[checks.CheckMessage]) -> list[str]:
+    return [message.id for message in messages]
+
+
+class ValidDocuments(ModelResourceTemplate):
+    """A template that passes every check; tests register it next to a faulty one."""
+
+    model = Document
+    name = "valid-documents"
+    uri_template = "valid://documents/{id}"
+    ordering = ("created", "id")
+
+    def get_queryset(self, request: Any) -> Any:
+        return Document.objects.filter(owner_id=request.user.pk)
+
+
+# The default registry and the demo project ------------------------------------------------------------------
+
+
+def test_demo_registry_passes():
+    assert check_templates(site) == []
+
+
+def test_demo_settings_pass():
+    assert check_settings() == []
+
+
+def test_registered_check_passes_for_the_demo():
+    assert checks.run_checks(tags=["mcp_resources"]) == []
+
+
+def test_manage_py_check_passes():
+    out = StringIO()
+    call_command("check", stdout=out, stderr=StringIO())
+    assert "System check identified no issues" in out.getvalue()
+
+
+def test_valid_template_passes():
+    registry = ResourceRegistry()
+    registry.register(ValidDocuments)
+    assert check_templates(registry) == []
+
+
+# One test per check id --------------------------------------------------------------------------------------
+
+
+def test_e001_uri_template_does_not_parse():
+    registry = ResourceRegistry()
+
+    @registry.register
+    class Broken(ResourceTemplate):
+        name = "broken"
+        uri_template = "broken://x{?query}"
+
+        def read(self, request, uri, variables):
+            return ""
+
+    messages = check_templates(registry)
+    assert ids(messages) == ["mcp_resources.E001"]
+    assert messages[0].obj is Broken
+    assert isinstance(messages[0], checks.Error)
+
+
+def test_e001_model_template_with_bad_uri_template_skips_model_checks():
+    registry = ResourceRegistry()
+
+    @registry.register
+    class Broken(ModelResourceTemplate):
+        model = Document
+        name = "broken"
+        uri_template = "no-scheme/{id}"
+
+        def get_queryset(self, request):
+            return Document.objects.none()
+
+    assert ids(check_templates(registry)) == ["mcp_resources.E001"]
+
+
+@pytest.mark.parametrize("bad_name", ["", "x" * 129, "tab\tname", "new\nline"])
+def test_e002_template_name(bad_name):
+    registry = ResourceRegistry()
+
+    @registry.register
+    class Unnamed(ResourceTemplate):
+        name = bad_name
+        uri_template = "unnamed://{id}"
+
+        def read(self, request, uri, variables):
+            return ""
+
+    assert ids(check_templates(registry)) == ["mcp_resources.E002"]
+
+
+def test_e002_accepts_a_long_printable_name():
+    registry = ResourceRegistry()
+
+    @registry.register
+    class Named(ResourceTemplate):
+        name = "n" * 128
+        uri_template = "named://{id}"
+
+        def read(self, request, uri, variables):
+            return ""
+
+    assert check_templates(registry) == []
+
+
+def test_e003_overlapping_templates():
+    registry = ResourceRegistry()
+
+    @registry.register
+    class Items(ResourceTemplate):
+        name = "items"
+        uri_template = "shop://items/{id}"
+
+        def read(self, request, uri, variables):
+            return ""
+
+    @registry.register
+    class Everything(ResourceTemplate):
+        name = "everything"
+        uri_template = "shop://{+path}"
+
+        def read(self, request, uri, variables):
+            return ""
+
+    messages = check_templates(registry)
+    assert ids(messages) == ["mcp_resources.E003"]
+    assert "items" in messages[0].msg
+    assert "everything" in messages[0].msg
+    assert messages[0].obj is Everything
+
+
+def test_e003_not_raised_for_distinct_suffixes():
+    registry = ResourceRegistry()
+
+    @registry.register
+    class Json(ResourceTemplate):
+        name = "json"
+        uri_template = "shop://{id}.json"
+
+        def read(self, request, uri, variables):
+            return ""
+
+    @registry.register
+    class Data(ResourceTemplate):
+        name = "data"
+        uri_template = "shop://x/{id}/data"
+
+        def read(self, request, uri, variables):
+            return ""
+
+    assert check_templates(registry) == []
+
+
+def test_e004_ordering_names_unknown_field():
+    registry = ResourceRegistry()
+
+    @registry.register
+    class Docs(ModelResourceTemplate):
+        model = Document
+        name = "docs"
+        uri_template = "docs://{id}"
+        ordering = ("published", "id")
+
+        def get_queryset(self, request):
+            return Document.objects.filter(owner_id=request.user.pk)
+
+    messages = check_templates(registry)
+    assert ids(messages) == ["mcp_resources.E004"]
+    assert "published" in messages[0].msg
+
+
+def test_e004_last_ordering_field_not_unique():
+    registry = ResourceRegistry()
+
+    @registry.register
+    class Docs(ModelResourceTemplate):
+        model = Document
+        name = "docs"
+        uri_template = "docs://{id}"
+        ordering = ("id", "created")
+
+        def get_queryset(self, request):
+            return Document.objects.filter(owner_id=request.user.pk)
+
+    messages = check_templates(registry)
+    assert ids(messages) == ["mcp_resources.E004"]
+    assert "'created'" in messages[0].msg
+
+
+def test_e004_nullable_unique_last_field():
+    with isolate_apps("testproject.library"):
+
+        class Ticket(models.Model):
+            code = models.IntegerField(unique=True, null=True)
+
+            class Meta:
+                app_label = "library"
+
+            def __str__(self) -> str:
+                return str(self.code)
+
+        registry = ResourceRegistry()
+
+        @registry.register
+        class Tickets(ModelResourceTemplate):
+            model = Ticket
+            name = "tickets"
+            uri_template = "tickets://{code}"
+            ordering = ("code",)
+
+            def get_queryset(self, request):
+                return Ticket.objects.all()
+
+        found = ids(check_templates(registry))
+    assert "mcp_resources.E004" in found
+    assert set(found) == {"mcp_resources.E004", "mcp_resources.W002"}
+
+
+def test_e004_empty_ordering():
+    registry = ResourceRegistry()
+
+    @registry.register
+    class Docs(ModelResourceTemplate):
+        model = Document
+        name = "docs"
+        uri_template = "docs://{id}"
+        ordering = ()
+
+        def get_queryset(self, request):
+            return Document.objects.filter(owner_id=request.user.pk)
+
+    assert ids(check_templates(registry)) == ["mcp_resources.E004"]
+
+
+def test_e004_accepts_pk_and_unique_fields():
+    registry = ResourceRegistry()
+
+    @registry.register
+    class Users(ModelResourceTemplate):
+        model = User
+        name = "users"
+        uri_template = "users://{username}"
+        ordering = ("date_joined", "username")
+
+        def get_queryset(self, request):
+            return User.objects.filter(pk=request.user.pk)
+
+    @registry.register
+    class Docs(ModelResourceTemplate):
+        model = Document
+        name = "docs"
+        uri_template = "docs://{id}"
+        ordering = ("pk",)
+
+        def get_queryset(self, request):
+            return Document.objects.filter(owner_id=request.user.pk)
+
+    assert check_templates(registry) == []
+
+
+def test_e005_get_queryset_not_overridden():
+    registry = ResourceRegistry()
+
+    @registry.register
+    class Docs(ModelResourceTemplate):
+        model = Document
+        name = "docs"
+        uri_template = "docs://{id}"
+        ordering = ("created", "id")
+
+    messages = check_templates(registry)
+    assert ids(messages) == ["mcp_resources.E005"]
+    assert messages[0].obj is Docs
+
+
+def test_e006_unknown_access_policy():
+    registry = ResourceRegistry()
+
+    @registry.register
+    class Secret(ResourceTemplate):
+        name = "secret"
+        uri_template = "secret://{id}"
+        access = "private"
+
+        def read(self, request, uri, variables):
+            return ""
+
+    assert ids(check_templates(registry)) == ["mcp_resources.E006"]
+
+
+def test_e007_public_template_with_scopes():
+    registry = ResourceRegistry()
+
+    @registry.register
+    class Open(ResourceTemplate):
+        name = "open"
+        uri_template = "open://{id}"
+        access = "public"
+        required_scopes = ("documents:read",)
+
+        def read(self, request, uri, variables):
+            return ""
+
+    assert ids(check_templates(registry)) == ["mcp_resources.E007"]
+
+
+def test_e008_model_is_not_a_django_model():
+    registry = ResourceRegistry()
+
+    @registry.register
+    class NoModel(ModelResourceTemplate):
+        name = "no-model"
+        uri_template = "nomodel://{id}"
+
+        def get_queryset(self, request):
+            return Document.objects.none()
+
+    @registry.register
+    class NotAModel(ModelResourceTemplate):
+        model = dict  # type: ignore[assignment]
+        name = "not-a-model"
+        uri_template = "notamodel://{id}"
+
+        def get_queryset(self, request):
+            return Document.objects.none()
+
+    assert ids(check_templates(registry)) == ["mcp_resources.E008", "mcp_resources.E008"]
+
+
+def test_e009_lookup_fields_do_not_match_the_variables():
+    registry = ResourceRegistry()
+
+    @registry.register
+    class Docs(ModelResourceTemplate):
+        model = Document
+        name = "docs"
+        uri_template = "docs://{owner}/{id}"
+        lookup_fields = {"id": "id"}
+        ordering = ("created", "id")
+
+        def get_queryset(self, request):
+            return Document.objects.filter(owner_id=request.user.pk)
+
+    assert ids(check_templates(registry)) == ["mcp_resources.E009"]
+
+
+def test_e009_lookup_on_unknown_field():
+    registry = ResourceRegistry()
+
+    @registry.register
+    class Docs(ModelResourceTemplate):
+        model = Document
+        name = "docs"
+        uri_template = "docs://{slug}"
+        ordering = ("created", "id")
+
+        def get_queryset(self, request):
+            return Document.objects.filter(owner_id=request.user.pk)
+
+    messages = check_templates(registry)
+    assert ids(messages) == ["mcp_resources.E009"]
+    assert "slug" in messages[0].msg
+
+
+def test_e009_accepts_related_lookups():
+    registry = ResourceRegistry()
+
+    @registry.register
+    class Docs(ModelResourceTemplate):
+        model = Document
+        name = "docs"
+        uri_template = "docs://{user}/{id}"
+        lookup_fields = {"user": "owner__username", "id": "id"}
+        ordering = ("created", "id")
+
+        def get_queryset(self, request):
+            return Document.objects.filter(owner_id=request.user.pk)
+
+    assert check_templates(registry) == []
+
+
+def test_e010_template_without_read():
+    registry = ResourceRegistry()
+
+    @registry.register
+    class Unreadable(ResourceTemplate):
+        name = "unreadable"
+        uri_template = "unreadable://{id}"
+
+    assert ids(check_templates(registry)) == ["mcp_resources.E010"]
+
+
+def test_e011_authentication_class_cannot_be_imported(settings):
+    settings.MCP_RESOURCES = {"AUTHENTICATION_CLASS": "mcp_resources.auth.NoSuchAuthentication"}
+    assert ids(check_settings()) == ["mcp_resources.E011"]
+    settings.MCP_RESOURCES = {"AUTHENTICATION_CLASS": "no_such_module.Auth"}
+    assert ids(check_settings()) == ["mcp_resources.E011"]
+
+
+@pytest.mark.parametrize("page_size", [0, 101, -1, "50", 2.5, True, None])
+def test_e012_page_size_out_of_range(settings, page_size):
+    settings.MCP_RESOURCES = {"PAGE_SIZE": page_size}
+    assert ids(check_settings()) == ["mcp_resources.E012"]
+
+
+@pytest.mark.parametrize("page_size", [1, 50, 100])
+def test_e012_accepts_page_sizes_in_range(settings, page_size):
+    settings.MCP_RESOURCES = {"PAGE_SIZE": page_size}
+    assert check_settings() == []
+
+
+def test_e013_listing_template_must_be_protected_and_discoverable():
+    registry = ResourceRegistry()
+
+    @registry.register
+    class PublicInventory(ResourceTemplate):
+        name = "public-inventory"
+        uri_template = "inv://public/{id}"
+        access = "public"
+
+        def read(self, request, uri, variables):
+            return ""
+
+        def list(self, request, *, after, limit, prefix, deadline):
+            return [], False
+
+    @registry.register
+    class HiddenInventory(ResourceTemplate):
+        name = "hidden-inventory"
+        uri_template = "inv://hidden/{id}"
+        discoverable = False
+
+        def read(self, request, uri, variables):
+            return ""
+
+        def list(self, request, *, after, limit, prefix, deadline):
+            return [], False
+
+    assert ids(check_templates(registry)) == ["mcp_resources.E013", "mcp_resources.E013"]
+
+
+def test_w001_unknown_setting(settings):
+    settings.MCP_RESOURCES = {"PAGE_SIZE": 10, "PAGESIZE": 10}
+    messages = check_settings()
+    assert ids(messages) == ["mcp_resources.W001"]
+    assert isinstance(messages[0], checks.Warning)
+    assert "PAGESIZE" in messages[0].msg
+
+
+def test_w002_nullable_ordering_field():
+    registry = ResourceRegistry()
+
+    @registry.register
+    class Docs(ModelResourceTemplate):
+        model = Document
+        name = "docs"
+        uri_template = "docs://{id}"
+        ordering = ("deleted_at", "id")
+
+        def get_queryset(self, request):
+            return Document.objects.filter(owner_id=request.user.pk)
+
+    messages = check_templates(registry)
+    assert ids(messages) == ["mcp_resources.W002"]
+    assert isinstance(messages[0], checks.Warning)
+
+
+def test_settings_absent_or_empty_pass(settings):
+    settings.MCP_RESOURCES = {}
+    assert check_settings() == []
+    del settings.MCP_RESOURCES
+    assert check_settings() == []
+
+
+# ResourceRegistry -------------------------------------------------------------------------------------------
+
+
+def _template(name: str, uri_template: str) -> type[ResourceTemplate]:
+    def read(self, request, uri, variables):
+        return uri
+
+    return type(name.title(), (ResourceTemplate,), {"name": name, "uri_template": uri_template, "read": read})
+
+
+def test_register_returns_the_class_and_instantiates_it():
+    registry = ResourceRegistry()
+    cls = _template("things", "t://things/{id}")
+    assert registry.register(cls) is cls
+    assert registry.is_registered(cls)
+    assert [type(t) for t in registry.templates] == [cls]
+    assert isinstance(registry.get_template("things"), cls)
+    assert registry.get_template("nothing") is None
+
+
+def test_templates_keep_registration_order():
+    registry = ResourceRegistry()
+    names = ["zeta", "alpha", "mid"]
+    for name in names:
+        registry.register(_template(name, f"{name}://{{id}}"))
+    assert [t.name for t in registry.templates] == names
+
+
+def test_duplicate_names_raise_already_registered():
+    registry = ResourceRegistry()
+    registry.register(_template("things", "t://things/{id}"))
+    other = _template("things", "t://other/{id}")
+    with pytest.raises(AlreadyRegistered):
+        registry.register(other)
+    assert not registry.is_registered(other)
+    assert registry.get_template("things").uri_template == "t://things/{id}"
+
+
+def test_register_refuses_non_templates():
+    registry = ResourceRegistry()
+    with pytest.raises(TypeError):
+        registry.register(object)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        registry.register(_template("x", "x://{id}")())  # type: ignore[arg-type]
+
+
+def test_registering_after_freeze_raises():
+    registry = ResourceRegistry()
+    cls = _template("things", "t://things/{id}")
+    registry.register(cls)
+    registry.freeze()
+    assert registry.frozen
+    with pytest.raises(RegistryFrozen):
+        registry.register(_template("more", "t://more/{id}"))
+    with pytest.raises(RegistryFrozen):
+        registry.unregister(cls)
+    assert registry.is_registered(cls)
+
+
+def test_default_registry_is_frozen_once_apps_are_ready():
+    assert site.frozen
+    with pytest.raises(RegistryFrozen):
+        site.register(_template("late", "late://{id}"))
+
+
+def test_unregister_and_is_registered():
+    registry = ResourceRegistry()
+    cls = _template("things", "t://things/{id}")
+    registry.register(cls)
+    registry.unregister(cls)
+    assert not registry.is_registered(cls)
+    assert registry.templates == []
+    with pytest.raises(NotRegistered):
+        registry.unregister(cls)
+    # The name can be used again once free.
+    registry.register(_template("things", "t://again/{id}"))
+
+
+def test_unregister_refuses_a_different_class_with_the_same_name():
+    registry = ResourceRegistry()
+    registered = _template("things", "t://things/{id}")
+    impostor = _template("things", "t://things/{id}")
+    registry.register(registered)
+    assert not registry.is_registered(impostor)
+    with pytest.raises(NotRegistered):
+        registry.unregister(impostor)
+    assert registry.is_registered(registered)
+
+
+def test_match_routes_to_the_template():
+    registry = ResourceRegistry()
+    registry.register(_template("things", "t://things/{id}"))
+    registry.register(_template("data", "t://data/{id}/raw"))
+    template, variables = registry.match("t://data/7/raw")
+    assert template.name == "data"
+    assert variables == {"id": "7"}
+    assert registry.match("t://things/") is None
+    assert registry.match("t://elsewhere/1") is None
+    # Percent-escapes that are not UTF-8 route nowhere (and raise nothing).
+    assert registry.match("t://things/%FF") is None
+
+
+def test_register_resource_and_get():
+    registry = ResourceRegistry()
+    registry.register_resource("app://b", "b", lambda: "B", mime_type="text/plain", title="Bee")
+    registry.register_resource("app://a", "a", lambda: "A", access="protected", required_scopes=["s"])
+    resource = registry.get_resource("app://b")
+    assert resource is not None
+    assert resource.read(None) == "B"
+    assert resource.get_descriptor() == {"uri": "app://b", "name": "b", "title": "Bee", "mimeType": "text/plain"}
+    assert registry.get_resource("app://a").scopes == ("s",)
+    assert [r.uri for r in registry.iter_resources()] == ["app://a", "app://b"]
+
+
+@pytest.mark.parametrize(
+    ("uri", "name", "kwargs"),
+    [
+        ("no-scheme", "n", {}),
+        ("", "n", {}),
+        ("app://x", "", {}),
+        ("app://x", "n", {"access": "private"}),
+    ],
+)
+def test_register_resource_validates(uri, name, kwargs):
+    registry = ResourceRegistry()
+    with pytest.raises(ValueError):
+        registry.register_resource(uri, name, lambda: "", **kwargs)
+    assert list(registry.iter_resources()) == []
+
+
+def test_register_resource_returns_an_unregister_function():
+    registry = ResourceRegistry()
+    unregister = registry.register_resource("app://x", "x", lambda: "x")
+    assert registry.get_resource("app://x") is not None
+    unregister()
+    assert registry.get_resource("app://x") is None
+    unregister()  # idempotent
+    assert registry.get_resource("app://x") is None
+
+
+def test_stale_unregister_does_not_remove_a_replacement():
+    registry = ResourceRegistry()
+    events: list[tuple[str, str]] = []
+    registry.add_listener(lambda event, uri: events.append((event, uri)))
+    first = registry.register_resource("app://x", "x", lambda: "one")
+    second = registry.register_resource("app://x", "x", lambda: "two")
+    first()  # replaced already: must not remove the second registration
+    assert registry.get_resource("app://x").read(None) == "two"
+    assert events == [("registered", "app://x"), ("registered", "app://x")]
+    second()
+    assert registry.get_resource("app://x") is None
+    assert events[-1] == ("unregistered", "app://x")
+
+
+def test_unregister_resource():
+    registry = ResourceRegistry()
+    events: list[tuple[str, str]] = []
+    registry.add_listener(lambda event, uri: events.append((event, uri)))
+    unregister = registry.register_resource("app://x", "x", lambda: "x")
+    registry.unregister_resource("app://x")
+    assert registry.get_resource("app://x") is None
+    with pytest.raises(NotRegistered):
+        registry.unregister_resource("app://x")
+    unregister()  # already gone: no second event
+    assert events == [("registered", "app://x"), ("unregistered", "app://x")]
+
+
+def test_listeners_see_every_event_in_order():
+    registry = ResourceRegistry()
+    first: list[tuple[str, str]] = []
+    second: list[tuple[str, str]] = []
+    registry.add_listener(lambda event, uri: first.append((event, uri)))
+    registry.add_listener(lambda event, uri: second.append((event, uri)))
+    undo_a = registry.register_resource("app://a", "a", lambda: "")
+    registry.register_resource("app://b", "b", lambda: "")
+    undo_a()
+    expected = [("registered", "app://a"), ("registered", "app://b"), ("unregistered", "app://a")]
+    assert first == expected
+    assert second == expected
+
+
+def test_static_resources_can_be_registered_after_freeze():
+    registry = ResourceRegistry()
+    registry.freeze()
+    unregister = registry.register_resource("app://live", "live", lambda: "x")
+    assert registry.get_resource("app://live") is not None
+    unregister()
