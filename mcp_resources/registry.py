@@ -171,4 +171,3 @@ def register(template_class: T) -> T:
 def register_resource(uri: str, name: str, get: Callable[[], Any], **kwargs: Any) -> Callable[[], None]:
     """Register a static resource in the default registry; returns its unregister function."""
     return site.register_resource(uri, name, get, **kwargs)
-
