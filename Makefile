@@ -19,11 +19,28 @@ install: $(VENV)/.installed
 demo: install
 	$(PY) testproject/manage.py migrate --verbosity 0
 	$(PY) testproject/manage.py load_demo_data
-	@echo ""
-	@echo "MCP endpoint: http://127.0.0.1:$(PORT)/mcp   (admin: http://127.0.0.1:$(PORT)/admin/)"
-	@echo "Connect an MCP client to it, e.g. python -m mcp.client http://127.0.0.1:$(PORT)/mcp"
-	@echo ""
-	$(VENV)/bin/uvicorn testproject.asgi:application --host 127.0.0.1 --port $(PORT)
+	@set -e; export MCP_RESOURCE_URI=http://127.0.0.1:$(PORT)/mcp; \
+	TOKEN=$$($(PY) testproject/manage.py mcp_token --user alice --scope documents:read); \
+	DOC=$$($(PY) testproject/manage.py shell --no-imports -c "from testproject.library.models import Document; \
+	print(Document.objects.filter(owner__username='alice').order_by('pk').values_list('pk', flat=True).first())" | tail -1); \
+	META='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}'; \
+	BODY='{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"learn://documents/'$$DOC'",'$$META'}}'; \
+	echo ""; \
+	echo "MCP endpoint: $$MCP_RESOURCE_URI   (admin: http://127.0.0.1:$(PORT)/admin/)"; \
+	echo "OAuth 2.1: metadata at http://127.0.0.1:$(PORT)/.well-known/oauth-protected-resource/mcp; MCP clients"; \
+	echo "register themselves and sign in as alice/alice or bob/bob (docs/oauth.md)."; \
+	echo ""; \
+	echo "A ready access token for alice (scope documents:read, valid for an hour):"; \
+	echo ""; \
+	echo "  $$TOKEN"; \
+	echo ""; \
+	echo "Read alice's document learn://documents/$$DOC with it (once the server below is up):"; \
+	echo ""; \
+	echo "  curl -s $$MCP_RESOURCE_URI -H 'Authorization: Bearer $$TOKEN' -H 'Content-Type: application/json' \\"; \
+	echo "    -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: resources/read' \\"; \
+	echo "    -H 'Mcp-Name: learn://documents/$$DOC' -d '$$BODY'"; \
+	echo ""
+	MCP_RESOURCE_URI=http://127.0.0.1:$(PORT)/mcp $(VENV)/bin/uvicorn testproject.asgi:application --host 127.0.0.1 --port $(PORT)
 
 lint: install
 	$(VENV)/bin/ruff check .
@@ -44,7 +61,7 @@ conformance: install
 	bash scripts/conformance.sh
 
 benchmarks: install
-	$(PY) benchmarks/run.py
+	$(PY) benchmarks/run.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .conformance demo.sqlite3 .pytest_cache .mypy_cache .ruff_cache

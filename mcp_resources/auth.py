@@ -1,105 +1,386 @@
 """Authentication: who is calling, from the ``Authorization: Bearer`` header only.
 
-The authentication class is pluggable (``MCP_RESOURCES["AUTHENTICATION_CLASS"]``). The default validates
-django-oauth-toolkit access tokens, sets ``request.user`` and returns a :class:`Principal`. This is the only
-module that imports ``oauth2_provider``. A token in the query string or body is never looked at.
+The authentication class is pluggable (``MCP_RESOURCES["AUTHENTICATION_CLASS"]``). The default,
+:class:`OAuth2Authentication`, makes the endpoint an OAuth 2.1 resource server on django-oauth-toolkit: it
+validates the access token, checks its audience (RFC 8707) against the canonical resource URI, sets
+``request.user`` and ``request.auth`` and returns a :class:`Principal`. This is the only module that imports
+``oauth2_provider``. A token in the query string or body is never looked at, a received token is never passed
+anywhere, and no log line contains one.
+
+The class also answers the questions the rest of the app asks about authorization: which authorization servers
+protect the endpoint (for the protected resource metadata) and what a 401/403 answer looks like.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import hashlib
+import json
 import logging
 import re
-from typing import TYPE_CHECKING, Any
+import unicodedata
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from django.contrib.auth.models import AnonymousUser
+from django.http import HttpResponse
 
-from mcp_resources.exceptions import AuthenticationRequired
+from mcp_resources.conf import mcp_settings
+from mcp_resources.exceptions import AuthenticationRequired, InsufficientScope
+from mcp_resources.metadata import (
+    canonical_resource_uri,
+    challenge_scopes,
+    normalize_resource_uri,
+    resource_metadata_url,
+    scopes_supported,
+)
 from mcp_resources.principal import ANONYMOUS, Principal
+from mcp_resources.tokencache import CachedToken, token_cache
 
 if TYPE_CHECKING:
     from django.http import HttpRequest
 
+    from mcp_resources.registry import ResourceRegistry
+
 logger = logging.getLogger("mcp_resources.auth")
 
 MAX_AUTHORIZATION_LENGTH = 4096
-# RFC 6750 b64token.
-_BEARER = re.compile(r"^Bearer ([A-Za-z0-9\-._~+/]+=*)$")
-
-
-class BaseAuthentication:
-    """Identify the caller of one MCP request.
-
-    ``authenticate`` returns a :class:`Principal` (``ANONYMOUS`` when no credentials were sent) and sets
-    ``request.user``; it raises :class:`AuthenticationRequired` with ``invalid_token=True`` for credentials that
-    were sent but are not valid.
-    """
-
-    def authenticate(self, request: HttpRequest) -> Principal:
-        request.user = AnonymousUser()
-        return ANONYMOUS
-
-    def challenge(self, request: HttpRequest, error: str | None, scopes: tuple[str, ...]) -> str:
-        """The ``WWW-Authenticate`` header value for a 401 or 403 answer."""
-        params = []
-        if error:
-            params.append(f'error="{error}"')
-        if scopes:
-            params.append(f'scope="{" ".join(scopes)}"')
-        return "Bearer" + ((" " + ", ".join(params)) if params else "")
-
-
-class NoAuthentication(BaseAuthentication):
-    """Every caller is anonymous: only public resources are served (the conformance profile uses this)."""
+MAX_SUBJECT_LENGTH = 256
+# RFC 6750 b64token, ASCII only (the scheme is compared case-insensitively on its own).
+_B64TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 
 
 def bearer_token(request: HttpRequest) -> str | None:
-    """The bearer token from the Authorization header; ``None`` if absent; raises if malformed."""
+    """The bearer token from the ``Authorization`` header; ``None`` if absent; raises if malformed.
+
+    Anything other than exactly ``Bearer <b64token>`` (a wrong scheme, several tokens, an empty value, a
+    value over 4 kB, non-ASCII or control characters) is refused rather than treated as anonymous.
+    """
     header = request.META.get("HTTP_AUTHORIZATION")
     if header is None:
         return None
     if len(header) > MAX_AUTHORIZATION_LENGTH:
         raise AuthenticationRequired(invalid_token=True, reason="authorization header too long")
-    match = _BEARER.match(header)
-    if match is None:
-        raise AuthenticationRequired(invalid_token=True, reason="malformed authorization header")
-    return match.group(1)
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer":
+        raise AuthenticationRequired(invalid_token=True, reason="authorization header is not a Bearer token")
+    token = token.lstrip(" ")
+    if not _B64TOKEN.fullmatch(token):
+        raise AuthenticationRequired(invalid_token=True, reason="malformed bearer token")
+    return token
 
 
-class OAuth2Authentication(BaseAuthentication):
-    """Validate django-oauth-toolkit access tokens sent as ``Authorization: Bearer``."""
+def expand_scopes(scopes: Iterable[str], hierarchy: Mapping[str, Iterable[str]]) -> frozenset[str]:
+    """``scopes`` plus every scope they imply through ``hierarchy`` (broad -> narrower), transitively."""
+    result = set(scopes)
+    pending = list(result)
+    while pending:
+        for implied in hierarchy.get(pending.pop(), ()):
+            if implied not in result:
+                result.add(implied)
+                pending.append(implied)
+    return frozenset(result)
+
+
+def valid_subject(value: object) -> bool:
+    """A subject is a non-empty string of at most 256 characters without control characters."""
+    return (
+        isinstance(value, str)
+        and 0 < len(value) <= MAX_SUBJECT_LENGTH
+        and not any(unicodedata.category(char) in ("Cc", "Cs") for char in value)
+    )
+
+
+def _quote(value: str) -> str:
+    return value.replace("\r", "").replace("\n", "").replace("\\", "\\\\").replace('"', '\\"')
+
+
+class BaseAuthentication:
+    """Identify the caller of one MCP request, and describe how to authenticate.
+
+    ``authenticate`` returns a :class:`Principal` (``ANONYMOUS`` when no credentials were sent) and sets
+    ``request.user`` and ``request.auth``; it raises :class:`AuthenticationRequired` with ``invalid_token=True``
+    for credentials that were sent but are not valid.
+    """
 
     def authenticate(self, request: HttpRequest) -> Principal:
         request.user = AnonymousUser()
+        request.auth = None  # type: ignore[attr-defined]
+        return ANONYMOUS
+
+    # Discovery -------------------------------------------------------------------------------------------
+
+    def authorization_servers(self, request: HttpRequest) -> list[str]:
+        """Issuers of the tokens this endpoint accepts (``authorization_servers`` in the metadata)."""
+        return mcp_settings.authorization_servers
+
+    def resource_metadata_url(self, request: HttpRequest) -> str | None:
+        """The protected resource metadata URL advertised in challenges (``None``: not advertised)."""
+        resource = canonical_resource_uri(request)
+        return resource_metadata_url(resource) if resource else None
+
+    # Challenges ------------------------------------------------------------------------------------------
+
+    def challenge(self, request: HttpRequest, error: str | None, scopes: Iterable[str]) -> str:
+        """The ``WWW-Authenticate`` header value for a 401 or 403 answer."""
+        params: dict[str, str] = {}
+        if error:
+            params["error"] = error
+        scope = challenge_scopes(scopes)
+        if scope:
+            params["scope"] = " ".join(scope)
+        return self.format_challenge(request, params, self.resource_metadata_url(request))
+
+    def format_challenge(self, request: HttpRequest, params: dict[str, str], metadata_url: str | None) -> str:
+        if metadata_url:
+            params = {**params, "resource_metadata": metadata_url}
+        if not params:
+            return "Bearer"
+        return "Bearer " + ", ".join(f'{key}="{_quote(value)}"' for key, value in params.items())
+
+    def failure_response(
+        self, request: HttpRequest, exc: Exception, registry: ResourceRegistry | None = None
+    ) -> HttpResponse:
+        """The 401 (authentication) or 403 (insufficient scope) answer for ``exc``, with its challenge.
+
+        A 401 names the scopes the operation needs; when it needs none in particular (or the token was refused
+        before the operation was known) it names the endpoint's ``scopes_supported``.
+        """
+        if isinstance(exc, InsufficientScope):
+            challenge = self.challenge(request, "insufficient_scope", exc.scopes)
+            body = {"error": "insufficient_scope", "error_description": "The token lacks a required scope."}
+            return _json(body, 403, challenge)
+        assert isinstance(exc, AuthenticationRequired)
+        scopes: Iterable[str] = exc.scopes
+        if not exc.scopes:
+            try:
+                scopes = scopes_supported(registry)
+            except Exception:  # the challenge must not fail because the database did
+                logger.exception("could not gather scopes_supported for a challenge")
+                scopes = ()
+        error = "invalid_token" if exc.invalid_token else None
+        challenge = self.challenge(request, error, scopes)
+        if exc.invalid_token:
+            body = {
+                "error": "invalid_token",
+                "error_description": "The access token is missing, malformed, unknown, expired or revoked.",
+            }
+        else:
+            body = {"error": "unauthorized", "error_description": "Authentication required."}
+        return _json(body, 401, challenge)
+
+
+def _json(body: dict[str, str], status: int, challenge: str) -> HttpResponse:
+    response = HttpResponse(json.dumps(body), status=status, content_type="application/json")
+    response["WWW-Authenticate"] = challenge
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+class NoAuthentication(BaseAuthentication):
+    """Every caller is anonymous: only public resources are served (the conformance profile uses this).
+
+    No authorization server protects the endpoint, so no protected resource metadata is published.
+    """
+
+    def authorization_servers(self, request: HttpRequest) -> list[str]:
+        return []
+
+    def resource_metadata_url(self, request: HttpRequest) -> str | None:
+        return None
+
+
+class OAuth2Authentication(BaseAuthentication):
+    """Validate django-oauth-toolkit access tokens sent as ``Authorization: Bearer``.
+
+    A token is accepted when django-oauth-toolkit finds it valid (known, not expired, application usable), its
+    ``resource`` includes the canonical resource URI (or it has none and ``ACCEPT_TOKENS_WITHOUT_RESOURCE`` is
+    on), its user is active and that user's subject is valid. Validated tokens may be served from the bounded
+    cache of :mod:`mcp_resources.tokencache` for ``TOKEN_CACHE_TTL`` seconds.
+    """
+
+    def authenticate(self, request: HttpRequest) -> Principal:
+        request.user = AnonymousUser()
+        request.auth = None  # type: ignore[attr-defined]
         token = bearer_token(request)
         if token is None:
             return ANONYMOUS
-        access_token = self.validate(request, token)
-        if access_token is None:
-            logger.info("rejected bearer token (unknown, expired, revoked or not usable)")
-            raise AuthenticationRequired(invalid_token=True, reason="invalid token")
-        user = access_token.user
-        if user is not None:
-            request.user = user
-        return self.build_principal(access_token)
+        key = hashlib.sha256(token.encode("ascii")).hexdigest()
+        entry = token_cache.get(key) if mcp_settings.token_cache_ttl > 0 else None
+        cached = entry is not None
+        if entry is None:
+            entry = self.validate(request, token, key)
+            ttl = mcp_settings.token_cache_ttl
+            if ttl > 0:
+                _connect_eviction_signals()
+                # The cache keeps its own copy of the user: this request may change the one it is given.
+                kept = dataclasses.replace(entry, user=copy.copy(entry.user))
+                token_cache.put(key, kept, ttl, mcp_settings.token_cache_size)
+        audience = self.check_audience(request, entry, key)
+        if entry.user is not None:
+            # A cached user is shared between requests: each request gets its own copy.
+            request.user = copy.copy(entry.user) if cached else entry.user
+        principal = Principal(
+            subject=entry.subject,
+            client_id=entry.client_id,
+            scopes=expand_scopes(entry.scope.split(), mcp_settings.scope_hierarchy),
+            audience=audience,
+            authenticated=True,
+        )
+        request.auth = principal  # type: ignore[attr-defined]
+        return principal
 
-    def validate(self, request: HttpRequest, token: str) -> Any:
-        """Return django-oauth-toolkit's ``AccessToken`` for ``token`` if valid, else ``None``."""
+    def validate(self, request: HttpRequest, token: str, key: str) -> CachedToken:
+        """Validate ``token`` with django-oauth-toolkit; raise :class:`AuthenticationRequired` if not valid."""
         from oauth2_provider.settings import oauth2_settings
         from oauthlib.common import Request as OAuthRequest
 
+        # django-oauth-toolkit checks a token's resource against this URI (prefix match); the exact audience
+        # check follows in check_audience.
+        uri = canonical_resource_uri(request) or request.build_absolute_uri(request.path)
+        oauth_request = OAuthRequest(uri, http_method=request.method or "POST")
         validator = oauth2_settings.OAUTH2_VALIDATOR_CLASS()
-        oauth_request = OAuthRequest(request.build_absolute_uri(request.path), http_method=request.method or "POST")
         if not validator.validate_bearer_token(token, [], oauth_request):
-            return None
-        return oauth_request.access_token
-
-    def build_principal(self, access_token: Any) -> Principal:
-        user = access_token.user
+            detail = (getattr(oauth_request, "oauth2_error", None) or {}).get("error_description")
+            self.refuse(key, str(detail or "unknown, expired or revoked token"))
+        access_token = oauth_request.access_token
         application = access_token.application
-        return Principal(
-            subject=str(user.pk) if user is not None else None,
-            client_id=application.client_id if application is not None else None,
-            scopes=frozenset(access_token.scope.split()),
-            audience=tuple(access_token.resource or ()),
-            authenticated=True,
+        client_id = application.client_id if application is not None else None
+        user = access_token.user
+        subject = None
+        if user is not None:
+            if not user.is_active:
+                self.refuse(key, "the token's user is inactive", client_id)
+            subject = self.get_subject(user)
+            if not valid_subject(subject):
+                self.refuse(key, "the token's subject is empty, too long or has control characters", client_id)
+        return CachedToken(
+            user=user,
+            client_id=client_id,
+            scope=access_token.scope or "",
+            resource=tuple(str(r) for r in access_token.resource or ()),
+            subject=subject,
+            expires_at=access_token.expires.timestamp(),
         )
+
+    def get_subject(self, user: Any) -> str | None:
+        """The stable user id: ``str(user.pk)``, or the ``SUBJECT_FIELD`` attribute. Override to compute it."""
+        field = mcp_settings.subject_field
+        value = user.pk if field == "pk" else getattr(user, field, None)
+        return None if value is None else str(value)
+
+    def check_audience(self, request: HttpRequest, entry: CachedToken, key: str) -> tuple[str, ...]:
+        """RFC 8707: the token's ``resource`` must include this server's canonical resource URI."""
+        if not entry.resource:
+            if mcp_settings.accept_tokens_without_resource:
+                return ()
+            self.refuse(key, "the token was issued without a resource indicator", entry.client_id)
+        canonical = canonical_resource_uri(request)
+        if not canonical or canonical not in {normalize_resource_uri(r) for r in entry.resource}:
+            self.refuse(key, "the token was issued for another resource", entry.client_id)
+        return entry.resource
+
+    def refuse(self, key: str, reason: str, client_id: str | None = None) -> NoReturn:
+        """Log why a token was refused (by its digest prefix, never the token) and raise 401."""
+        logger.info("refused bearer token sha256:%s… (client %s): %s", key[:8], client_id or "-", reason)
+        raise AuthenticationRequired(invalid_token=True, reason=reason)
+
+    # Discovery and challenges ----------------------------------------------------------------------------
+
+    def authorization_servers(self, request: HttpRequest) -> list[str]:
+        """``AUTHORIZATION_SERVERS``, else django-oauth-toolkit's own issuer when its metadata is mounted."""
+        configured = mcp_settings.authorization_servers
+        if configured:
+            return configured
+        from oauth2_provider.settings import oauth2_settings
+
+        return list(oauth2_settings.oauth2_resource_authorization_servers(request))
+
+    def format_challenge(self, request: HttpRequest, params: dict[str, str], metadata_url: str | None) -> str:
+        from oauth2_provider.www_authenticate import build_bearer_challenge
+
+        return str(build_bearer_challenge(request, oauth2_error=params, resource_metadata_url=metadata_url))
+
+
+# django-oauth-toolkit glue -------------------------------------------------------------------------------
+
+
+def local_authorization_server_configured() -> bool:
+    """Whether django-oauth-toolkit can name an authorization server for the metadata without a setting of ours."""
+    from django.urls import NoReverseMatch, reverse
+    from oauth2_provider.settings import oauth2_settings
+
+    if oauth2_settings.OAUTH2_PROTECTED_RESOURCE_AUTHORIZATION_SERVERS or oauth2_settings.OIDC_ISS_ENDPOINT:
+        return True
+    try:
+        reverse("oauth2_provider:oauth-server-metadata")
+    except NoReverseMatch:
+        return False
+    return True
+
+
+_eviction_connected = False
+
+
+def _connect_eviction_signals() -> None:
+    """Evict a cached token as soon as this process deletes or changes it (revocation, refresh, admin)."""
+    global _eviction_connected
+    if _eviction_connected:
+        return
+    from django.contrib.auth import get_user_model
+    from django.db.models.signals import post_delete, post_save
+    from oauth2_provider.models import get_access_token_model
+
+    model = get_access_token_model()
+    post_save.connect(_evict, sender=model, dispatch_uid="mcp_resources.auth.evict_saved")
+    post_delete.connect(_evict, sender=model, dispatch_uid="mcp_resources.auth.evict_deleted")
+    user_model = get_user_model()
+    post_save.connect(_evict_user, sender=user_model, dispatch_uid="mcp_resources.auth.evict_user_saved")
+    post_delete.connect(_evict_user, sender=user_model, dispatch_uid="mcp_resources.auth.evict_user_deleted")
+    _eviction_connected = True
+
+
+def _evict(sender: Any, instance: Any, **kwargs: Any) -> None:
+    checksum = getattr(instance, "token_checksum", None)
+    if checksum:
+        token_cache.discard(str(checksum))
+
+
+def _evict_user(sender: Any, instance: Any, **kwargs: Any) -> None:
+    token_cache.discard_user(instance.pk)
+
+
+def issue_access_token(user: Any, scope: str, resource: list[str], expires_in: int, application_name: str) -> str:
+    """Create a django-oauth-toolkit access token for ``user`` (development aid for ``mcp_token``).
+
+    The token is issued to a public authorization-code application named ``application_name`` (created on
+    first use) and bound to ``resource``. It is stored hashed when django-oauth-toolkit is configured so.
+    """
+    import secrets
+    from datetime import timedelta
+
+    from django.utils import timezone
+    from oauth2_provider.models import get_access_token_model, get_application_model, set_token_value
+
+    application_model = get_application_model()
+    application, _ = application_model.objects.get_or_create(
+        name=application_name,
+        defaults={
+            "client_type": application_model.CLIENT_PUBLIC,
+            "authorization_grant_type": application_model.GRANT_AUTHORIZATION_CODE,
+            "redirect_uris": "http://127.0.0.1/callback",
+            "skip_authorization": False,
+        },
+    )
+    raw = secrets.token_urlsafe(32)
+    access_token = get_access_token_model()(
+        user=user,
+        application=application,
+        scope=" ".join(scope.split()),
+        expires=timezone.now() + timedelta(seconds=expires_in),
+        resource=list(resource),
+    )
+    set_token_value(access_token, raw)
+    access_token.save()
+    return raw

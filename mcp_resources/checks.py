@@ -196,3 +196,138 @@ def check_settings() -> list[checks.CheckMessage]:
 @checks.register("mcp_resources")
 def mcp_resources_check(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     return check_templates(site) + check_settings()
+
+
+# OAuth resource server settings (docs/oauth.md) ------------------------------------------------------------
+
+
+def _setting_error(message: str, id: str, hint: str | None = None) -> checks.CheckMessage:
+    return checks.Error(message, hint=hint, obj="MCP_RESOURCES", id=f"mcp_resources.{id}")
+
+
+def _absolute_http_url(value: object) -> bool:
+    from urllib.parse import urlsplit
+
+    if not isinstance(value, str):
+        return False
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError for an invalid port
+    except ValueError:
+        return False
+    return (
+        parts.scheme in ("http", "https")
+        and bool(parts.hostname)
+        and not parts.fragment
+        and "#" not in value
+        and parts.username is None
+        and parts.password is None
+    )
+
+
+def check_auth_settings() -> list[checks.CheckMessage]:
+    """The resource-server settings: subject field, resource URI, scope hierarchy, servers, token cache."""
+    from django.contrib.auth import get_user_model
+
+    messages: list[checks.CheckMessage] = []
+    configured = getattr(settings, "MCP_RESOURCES", None) or {}
+
+    field = configured.get("SUBJECT_FIELD", DEFAULTS["SUBJECT_FIELD"])
+    user_model = get_user_model()
+    known = (
+        isinstance(field, str)
+        and bool(field)
+        and (_model_field(user_model, field) is not None or hasattr(user_model, field))
+    )
+    if not known:
+        messages.append(
+            _setting_error(
+                f"MCP_RESOURCES['SUBJECT_FIELD'] is {field!r}, not a field of {user_model.__name__}.",
+                "E014",
+                "Name a unique, stable user field such as 'pk' (the default) or 'username'.",
+            )
+        )
+
+    resource_uri = configured.get("RESOURCE_URI", DEFAULTS["RESOURCE_URI"])
+    if resource_uri not in (None, "") and not _absolute_http_url(resource_uri):
+        messages.append(
+            _setting_error(
+                f"MCP_RESOURCES['RESOURCE_URI'] is {resource_uri!r}, not an absolute http(s) URI.",
+                "E015",
+                "Give the endpoint's public URL, e.g. 'https://mcp.example.com/mcp' (no fragment, no userinfo).",
+            )
+        )
+
+    hierarchy = configured.get("SCOPE_HIERARCHY", DEFAULTS["SCOPE_HIERARCHY"])
+    if not isinstance(hierarchy, dict) or not all(
+        isinstance(broad, str)
+        and isinstance(narrower, list | tuple)
+        and all(isinstance(scope, str) and scope and " " not in scope for scope in narrower)
+        for broad, narrower in hierarchy.items()
+    ):
+        messages.append(
+            _setting_error(
+                "MCP_RESOURCES['SCOPE_HIERARCHY'] must map scope names to lists of the scopes they imply.",
+                "E016",
+                "For example {'documents': ['documents:read', 'documents:write']}.",
+            )
+        )
+
+    servers = configured.get("AUTHORIZATION_SERVERS", DEFAULTS["AUTHORIZATION_SERVERS"])
+    if not isinstance(servers, list | tuple) or not all(_absolute_http_url(url) for url in servers):
+        messages.append(
+            _setting_error(
+                "MCP_RESOURCES['AUTHORIZATION_SERVERS'] must be a list of issuer URLs.",
+                "E017",
+                "For example ['https://auth.example.com']; leave it empty to name this project's own server.",
+            )
+        )
+
+    for key in ("TOKEN_CACHE_TTL", "TOKEN_CACHE_SIZE"):
+        value = configured.get(key, DEFAULTS[key])
+        if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+            messages.append(_setting_error(f"MCP_RESOURCES[{key!r}] must be a number >= 0.", "E018"))
+
+    if configured.get("ACCEPT_TOKENS_WITHOUT_RESOURCE"):
+        messages.append(
+            checks.Warning(
+                "MCP_RESOURCES['ACCEPT_TOKENS_WITHOUT_RESOURCE'] is on: tokens issued for no particular resource "
+                "are accepted, which the MCP authorization spec forbids.",
+                hint="Have clients send the RFC 8707 resource parameter and turn the setting off.",
+                obj="MCP_RESOURCES",
+                id="mcp_resources.W003",
+            )
+        )
+    messages.extend(_check_authorization_server(configured))
+    return messages
+
+
+def _check_authorization_server(configured: dict[str, Any]) -> list[checks.CheckMessage]:
+    from mcp_resources.auth import OAuth2Authentication, local_authorization_server_configured
+    from mcp_resources.conf import mcp_settings
+
+    if configured.get("AUTHORIZATION_SERVERS"):
+        return []
+    try:
+        authentication_class = mcp_settings.authentication_class
+    except ImportError:
+        return []  # reported as E011
+    if not (isinstance(authentication_class, type) and issubclass(authentication_class, OAuth2Authentication)):
+        return []
+    if local_authorization_server_configured():
+        return []
+    return [
+        checks.Warning(
+            "The protected resource metadata names no authorization server, so MCP clients cannot discover "
+            "where to get a token.",
+            hint="Set MCP_RESOURCES['AUTHORIZATION_SERVERS'], or mount django-oauth-toolkit's "
+            "metadata_urlpatterns (RFC 8414) at the root of your URLconf.",
+            obj="MCP_RESOURCES",
+            id="mcp_resources.W004",
+        )
+    ]
+
+
+@checks.register("mcp_resources")
+def mcp_resources_auth_check(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    return check_auth_settings()

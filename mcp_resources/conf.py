@@ -31,6 +31,14 @@ DEFAULTS: dict[str, Any] = {
     "RESULT_MAX_BYTES": 1024 * 1024,
     "LIST_DEADLINE_SECONDS": 10.0,
     "STATIC_LIST_TTL_MS": 0,
+    # OAuth resource server (docs/oauth.md)
+    "SUBJECT_FIELD": "pk",
+    "ACCEPT_TOKENS_WITHOUT_RESOURCE": False,
+    "SCOPE_HIERARCHY": {},
+    "AUTHORIZATION_SERVERS": [],
+    "RESOURCE_NAME": None,
+    "TOKEN_CACHE_TTL": 0,
+    "TOKEN_CACHE_SIZE": 1024,
 }
 
 MAX_PAGE_SIZE = 100
@@ -114,6 +122,45 @@ class Settings:
     @property
     def cursor_ttl_seconds(self) -> int:
         return int(self._get("CURSOR_TTL_SECONDS"))
+
+    # OAuth resource server -----------------------------------------------------------------------------
+
+    @property
+    def subject_field(self) -> str:
+        """The user attribute that becomes ``Principal.subject`` (``"pk"`` by default)."""
+        return str(self._get("SUBJECT_FIELD") or "pk")
+
+    @property
+    def accept_tokens_without_resource(self) -> bool:
+        """Accept tokens issued without an RFC 8707 ``resource`` (the MCP spec says no; default False)."""
+        return bool(self._get("ACCEPT_TOKENS_WITHOUT_RESOURCE"))
+
+    @property
+    def scope_hierarchy(self) -> dict[str, list[str]]:
+        """Broad scope -> the narrower scopes it implies (expanded transitively)."""
+        value = self._get("SCOPE_HIERARCHY") or {}
+        return {str(k): [str(s) for s in v] for k, v in dict(value).items()}
+
+    @property
+    def authorization_servers(self) -> list[str]:
+        """Issuer URLs for the protected resource metadata; empty means this project's own DOT server."""
+        return [str(url) for url in self._get("AUTHORIZATION_SERVERS") or []]
+
+    @property
+    def resource_name(self) -> str:
+        """``resource_name`` in the protected resource metadata (default: SERVER_TITLE, else SERVER_NAME)."""
+        value = self._get("RESOURCE_NAME") or self._get("SERVER_TITLE") or self._get("SERVER_NAME")
+        return str(value)
+
+    @property
+    def token_cache_ttl(self) -> float:
+        """Seconds a validated token may be served from the per-process cache; 0 disables the cache."""
+        return max(0.0, float(self._get("TOKEN_CACHE_TTL") or 0))
+
+    @property
+    def token_cache_size(self) -> int:
+        """Most tokens held by the per-process cache (least recently used ones are dropped)."""
+        return max(0, int(self._get("TOKEN_CACHE_SIZE") or 0))
 
     @property
     def max_page_bytes(self) -> int:

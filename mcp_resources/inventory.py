@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("mcp_resources.inventory")
 
 STATIC_PHASE = ""
-_KEY = re.compile(r"^[\x21-\x7e]{1,256}$")
+_KEY = re.compile(r"[\x21-\x7e]{1,256}")  # used with fullmatch: "$" would accept a trailing newline
 _ALLOWED_FIELDS = {"uri", "name", "mimeType"}
 
 Entry = tuple[Any, dict[str, Any]]
@@ -58,9 +58,18 @@ class PageResult:
 
 
 def validate_page(
-    template: ResourceTemplate, raw: Any, *, after: str | None, limit: int, prefix: str
+    template: ResourceTemplate,
+    raw: Any,
+    *,
+    after: str | None,
+    limit: int,
+    prefix: str,
+    seen: set[str] | None = None,
 ) -> tuple[list[Entry], bool]:
-    """Check what a ``list`` callback returned against the contract; raise :class:`InventoryError`."""
+    """Check what a ``list`` callback returned against the contract; raise :class:`InventoryError`.
+
+    ``seen`` holds the URIs already listed in this page (a source may be called several times for one page).
+    """
     if isinstance(raw, InventoryPage):
         entries, has_more = raw.entries, raw.has_more
     elif isinstance(raw, tuple) and len(raw) == 2:
@@ -74,13 +83,13 @@ def validate_page(
     if has_more and not entries:
         raise InventoryError(f"{template.name}: has_more is true on an empty page")
     previous = after
-    seen: set[str] = set()
+    seen = set() if seen is None else seen
     checked: list[Entry] = []
     for item in entries:
         if not (isinstance(item, tuple | list) and len(item) == 2):
             raise InventoryError(f"{template.name}: each entry must be (key, resource)")
         key, resource = item
-        if not isinstance(key, str) or not _KEY.match(key):
+        if not isinstance(key, str) or not _KEY.fullmatch(key):
             raise InventoryError(f"{template.name}: key {key!r} is not 1-256 printable ASCII without spaces")
         if previous is not None and key.encode() <= previous.encode():
             raise InventoryError(f"{template.name}: keys are not strictly increasing in byte order")
@@ -129,6 +138,9 @@ def model_page(
             filters[lookups[var]] = value
         if partial is not None and partial[1]:
             filters[f"{lookups[partial[0]]}__startswith"] = partial[1]
+        if any(isinstance(value, str) and "\x00" in value for value in filters.values()):
+            # A NUL (from "%00") names no row, and PostgreSQL refuses to compare it (DataError, not a miss).
+            return [], False
         try:
             queryset = queryset.filter(**filters)
         except (ValueError, TypeError):
@@ -159,14 +171,21 @@ def model_page(
 
 
 def source_page(
-    template: ResourceTemplate, request: HttpRequest, *, after: Any, limit: int, prefix: str, deadline: float
+    template: ResourceTemplate,
+    request: HttpRequest,
+    *,
+    after: Any,
+    limit: int,
+    prefix: str,
+    deadline: float,
+    seen: set[str] | None = None,
 ) -> tuple[list[Entry], bool]:
     if isinstance(template, ModelResourceTemplate):
         return model_page(template, request, after=after, limit=limit, prefix=prefix, deadline=deadline)
     if after is not None and not isinstance(after, str):
         raise PositionError("generic sources take string keys")
     raw = template.list(request, after=after, limit=limit, prefix=prefix, deadline=deadline)
-    return validate_page(template, raw, after=after, limit=limit, prefix=prefix)
+    return validate_page(template, raw, after=after, limit=limit, prefix=prefix, seen=seen)
 
 
 class Traversal:
@@ -184,6 +203,7 @@ class Traversal:
         max_bytes: int,
         base_bytes: int,
         deadline: float,
+        cursor_bytes: Callable[[list[Any]], int] = lambda position: 0,
     ) -> None:
         self.request = request
         self.static_page = static_page
@@ -194,6 +214,8 @@ class Traversal:
         self.max_bytes = max_bytes
         self.base_bytes = base_bytes
         self.deadline = deadline
+        self.cursor_bytes = cursor_bytes
+        self._seen: set[str] = set()
 
     def _phases(self) -> list[str]:
         return [STATIC_PHASE] + [s.name for s in self.sources]
@@ -221,15 +243,43 @@ class Traversal:
             raise DeadlineExceeded()
         if phase_index == 0:
             rows = self.static_page(after, limit + 1, self.prefix)
-            return rows[:limit], len(rows) > limit
-        source = self.sources[phase_index - 1]
-        return source_page(source, self.request, after=after, limit=limit, prefix=self.prefix, deadline=self.deadline)
+            result = rows[:limit], len(rows) > limit
+        else:
+            source = self.sources[phase_index - 1]
+            result = source_page(
+                source,
+                self.request,
+                after=after,
+                limit=limit,
+                prefix=self.prefix,
+                deadline=self.deadline,
+                seen=self._seen,
+            )
+        if time.monotonic() > self.deadline:
+            # Work that finished late fails too: a page is answered within the deadline or not at all.
+            raise DeadlineExceeded()
+        return result
 
     def page(self, position: list[Any] | None) -> PageResult:
         phases = self._phases()
         index, after = self._start(position)
         resources: list[dict[str, Any]] = []
+        starts: list[list[Any]] = []  # the position at which each listed resource starts
+        sizes: list[int] = []
         used = self.base_bytes
+        self._seen = set()
+
+        def done(next_position: list[Any] | None) -> PageResult:
+            # The next cursor counts against the byte bound too: give back entries until it fits.
+            nonlocal used
+            while next_position is not None and used + self.cursor_bytes(next_position) > self.max_bytes:
+                if len(resources) <= 1:
+                    raise InventoryError("a single resource and its cursor cannot fit in a page")
+                resources.pop()
+                used -= sizes.pop()
+                next_position = starts.pop()
+            return PageResult(resources, next_position)
+
         while index < len(phases):
             remaining = self.limit - len(resources)
             entries, has_more = self._fetch(index, after, remaining)
@@ -241,18 +291,20 @@ class Traversal:
                 if used + size > self.max_bytes:
                     if not resources:
                         raise InventoryError(f"a single resource ({size} bytes) cannot fit in a page")
-                    return PageResult(resources, [phases[index], after])
+                    return done([phases[index], after])
+                starts.append([phases[index], after])
+                sizes.append(size)
                 used += size
                 resources.append(resource)
                 after = key
             if has_more:
                 if len(resources) >= self.limit:
-                    return PageResult(resources, [phases[index], after])
+                    return done([phases[index], after])
                 continue  # a short batch (filtered by the prefix): keep reading this phase
             index, after = index + 1, None
             if len(resources) >= self.limit:
-                return PageResult(resources, self._peek(index))
-        return PageResult(resources, None)
+                return done(self._peek(index))
+        return done(None)
 
     def _peek(self, index: int) -> list[Any] | None:
         """The next non-empty phase at or after ``index``, for a page that filled up at a phase boundary."""

@@ -55,13 +55,19 @@ def _sort_expressions(queryset: QuerySet[Any], ordering: Sequence[str]) -> tuple
 
 
 def keyset_filter(names: Sequence[str], values: Sequence[Any]) -> Q:
-    """``(a, b, c) > (x, y, z)`` expanded as ``a > x OR (a = x AND b > y) OR (a = x AND b = y AND c > z)``."""
+    """``(a, b, c) > (x, y, z)`` expanded as ``a > x OR (a = x AND b > y) OR (a = x AND b = y AND c > z)``.
+
+    For compound keys a redundant ``a >= x`` is ANDed in front: the planner turns it into an index range start,
+    where the disjunction alone is applied as a filter after scanning every earlier row.
+    """
     condition = Q()
     for i, name in enumerate(names):
         clause = Q(**{f"{name}__gt": values[i]})
         for j in range(i):
             clause &= Q(**{names[j]: values[j]})
         condition |= clause
+    if len(names) > 1:
+        condition = Q(**{f"{names[0]}__gte": values[0]}) & condition
     return condition
 
 
@@ -110,10 +116,20 @@ def statement_timeout(using: str, milliseconds: int) -> Iterator[None]:
     if connection.vendor != "postgresql" or milliseconds <= 0:
         yield
         return
+    # Inside an enclosing transaction (ATOMIC_REQUESTS, tests) SET LOCAL would outlive this block, since releasing
+    # a savepoint keeps it: restore the previous value. A rolled-back savepoint undoes the SET by itself.
+    nested = connection.in_atomic_block
     with transaction.atomic(using=using):
         with connection.cursor() as cursor:
+            previous = None
+            if nested:
+                cursor.execute("SELECT current_setting('statement_timeout')")
+                previous = cursor.fetchone()[0]
             cursor.execute("SET LOCAL statement_timeout = %s", [int(milliseconds)])
         yield
+        if previous is not None:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT set_config('statement_timeout', %s, true)", [previous])
 
 
 # Prefix push-down -------------------------------------------------------------------------------------------
@@ -127,7 +143,7 @@ def prefix_variables(template: URITemplate, prefix: str) -> tuple[dict[str, str]
     ``prefix``. The result is a superset filter: callers still check every URI against the prefix.
     """
     import re
-    from urllib.parse import unquote
+    from urllib.parse import unquote, unquote_to_bytes
 
     rest = prefix
     complete: dict[str, str] = {}
@@ -156,7 +172,15 @@ def prefix_variables(template: URITemplate, prefix: str) -> tuple[dict[str, str]
             value = re.sub(r"%[0-9A-Fa-f]?$", "", rest)
             if not re.fullmatch(f"{SIMPLE_CLASS}*", value):
                 return None
-            return complete, (part.name, unquote(value))
+            raw_value = unquote_to_bytes(value)
+            try:
+                start = raw_value.decode()
+            except UnicodeDecodeError as exc:
+                if exc.reason != "unexpected end of data":
+                    return None  # not UTF-8: no expanded URI holds it
+                # The prefix ends inside a percent-encoded character: filter on the characters before it.
+                start = raw_value[: exc.start].decode()
+            return complete, (part.name, start)
         raw = rest[:stop]
         if not raw or not re.fullmatch(f"{SIMPLE_CLASS}+", raw):
             return None

@@ -8,6 +8,7 @@ with a generic internal error.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -112,8 +113,7 @@ class MCPServer:
     def codec(self) -> CursorCodec:
         if self._codec is not None:
             return self._codec
-        keys = mcp_settings.cursor_keys
-        return CursorCodec(keys) if keys else CursorCodec()
+        return _codec_for(tuple(mcp_settings.cursor_keys))
 
     def capabilities(self, modern: bool = True) -> dict[str, Any]:
         """Server capabilities; the ``prefix`` list filter is announced as an extension (experimental in legacy)."""
@@ -367,6 +367,12 @@ class MCPServer:
         except ResourceNotFound:
             raise self.not_found(uri, ctx) from None
         return contents, template.mime_type, _template_scope(template)
+
+
+@functools.lru_cache(maxsize=8)
+def _codec_for(keys: tuple[str, ...]) -> CursorCodec:
+    """One codec per configured key list (deriving keys costs two hashes and an AES setup each)."""
+    return CursorCodec(list(keys)) if keys else CursorCodec()
 
 
 def _prefix_param(params: dict[str, Any]) -> str:

@@ -80,7 +80,10 @@ def check_modern_request(request: HttpRequest, method: str, params: dict[str, An
     if not isinstance(version, str) or version != MODERN_VERSION:
         raise jsonrpc.UnsupportedProtocolVersion(
             "Unsupported protocol version",
-            data={"supported": list(SUPPORTED_VERSIONS), "requested": version if isinstance(version, str) else ""},
+            data={
+                "supported": list(SUPPORTED_VERSIONS),
+                "requested": version if isinstance(version, str) else "",
+            },
         )
     if not isinstance(capabilities, dict):
         raise jsonrpc.InvalidParams("params._meta clientCapabilities must be an object")

@@ -86,18 +86,10 @@ class MCPView(View):
         return principal
 
     def auth_failure(self, request: HttpRequest, exc: Exception, request_id: Any = None) -> HttpResponse:
+        """401/403 with the ``WWW-Authenticate`` challenge the authentication class builds."""
         authenticator = mcp_settings.authentication_class()
-        if isinstance(exc, InsufficientScope):
-            challenge = authenticator.challenge(request, "insufficient_scope", exc.scopes)
-            body = {"error": "insufficient_scope", "error_description": "The token lacks a required scope."}
-            return json_response(body, 403, {"WWW-Authenticate": challenge})
-        assert isinstance(exc, AuthenticationRequired)
-        error = "invalid_token" if exc.invalid_token else None
-        challenge = authenticator.challenge(request, error, exc.scopes)
-        body = {"error": error or "unauthorized", "error_description": "Authentication required."}
-        if exc.invalid_token:
-            body["error_description"] = "The access token is missing, malformed, unknown, expired or revoked."
-        return json_response(body, 401, {"WWW-Authenticate": challenge})
+        response: HttpResponse = authenticator.failure_response(request, exc, self.get_server().registry)
+        return response
 
     # POST ------------------------------------------------------------------------------------------------
 

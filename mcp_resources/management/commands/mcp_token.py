@@ -6,13 +6,10 @@ issued to a public OAuth application created on first use. Only the token is pri
 
 from __future__ import annotations
 
-import secrets
-from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.utils import timezone
 
 from mcp_resources.conf import mcp_settings
 
@@ -33,7 +30,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from oauth2_provider.models import get_access_token_model, get_application_model
+        from mcp_resources.auth import issue_access_token
 
         user_model = get_user_model()
         try:
@@ -42,24 +39,11 @@ class Command(BaseCommand):
             raise CommandError(f"no user {options['user']!r}") from exc
         if options["expires_in"] <= 0:
             raise CommandError("--expires-in must be positive")
-        application_model = get_application_model()
-        application, _ = application_model.objects.get_or_create(
-            name=APPLICATION_NAME,
-            defaults={
-                "client_type": application_model.CLIENT_PUBLIC,
-                "authorization_grant_type": application_model.GRANT_AUTHORIZATION_CODE,
-                "redirect_uris": "http://127.0.0.1/callback",
-                "skip_authorization": False,
-            },
-        )
-        resource = options["resource"] or [mcp_settings.resource_uri]
-        token = secrets.token_urlsafe(32)
-        get_access_token_model().objects.create(
-            user=user,
-            application=application,
-            token=token,
-            scope=" ".join(options["scope"].split()),
-            expires=timezone.now() + timedelta(seconds=options["expires_in"]),
-            resource=[r for r in resource if r],
-        )
+        resource = [r for r in (options["resource"] or [mcp_settings.resource_uri]) if r]
+        if not resource:
+            raise CommandError(
+                "MCP_RESOURCES['RESOURCE_URI'] is not set: pass --resource with the endpoint's URL "
+                "(a token without a resource is refused)"
+            )
+        token = issue_access_token(user, options["scope"], resource, options["expires_in"], APPLICATION_NAME)
         self.stdout.write(token)

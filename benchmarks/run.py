@@ -1,0 +1,347 @@
+"""Run every benchmark once and report the ratios (``make benchmarks``).
+
+Creates and seeds the benchmark database (PostgreSQL ``mcp_bench`` on 127.0.0.1:5432; ``--db sqlite`` or an
+unreachable PostgreSQL uses a SQLite file), runs each item's script in its own process (each prints its medians
+and ratios), merges their results into ``benchmarks/results/latest.json``, draws ``docs/benchmarks.png`` (when
+matplotlib is installed) and rewrites the results section of ``docs/benchmarks.md``; then drops the database
+(``--keep-db`` keeps it). ``--quick`` uses 1e3/1e4/1e5 documents and fewer rounds (a few minutes in all).
+Only ratios measured within one run are results: absolute times drift by about 30% between runs here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import secrets
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import BENCH_DIR, RESULTS_DIR, ROOT
+
+PYTHON = sys.executable
+DOC = ROOT / "docs" / "benchmarks.md"
+PLOT = ROOT / "docs" / "benchmarks.png"
+START, END = "<!-- results:start -->", "<!-- results:end -->"
+
+ITEMS: dict[str, dict[str, Any]] = {
+    "latency": {
+        "script": "bench_latency.py",
+        "full": ["--rounds", "7"],
+        "quick": ["--rounds", "5", "--batch-seconds", "0.03"],
+        "timeout": 1800,
+    },
+    "drf": {
+        "script": "bench_drf.py",
+        "full": ["--rounds", "9"],
+        "quick": ["--rounds", "5", "--batch-seconds", "0.1"],
+        "timeout": 900,
+    },
+    "raw": {
+        "script": "bench_raw.py",
+        "full": ["--rounds", "9"],
+        "quick": ["--rounds", "5", "--batch-seconds", "0.05"],
+        "timeout": 900,
+    },
+    "codec": {"script": "bench_codec.py", "full": ["--rounds", "15"], "quick": ["--rounds", "9"], "timeout": 600},
+    "http": {
+        "script": "bench_http.py",
+        "full": ["--rounds", "5", "--duration", "6", "--warmup", "1.5"],
+        "quick": ["--rounds", "3", "--duration", "3", "--warmup", "1"],
+        "timeout": 1200,
+    },
+}
+
+
+def postgres_reachable() -> bool:
+    try:
+        import psycopg
+
+        psycopg.connect("host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=3").close()
+    except Exception as exc:
+        print(f"PostgreSQL is not reachable on 127.0.0.1:5432 ({type(exc).__name__}: {exc})")
+        return False
+    return True
+
+
+def git_state() -> str:
+    """The commit measured, and whether the package's working tree differed from it."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "mcp_resources"], cwd=ROOT, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return f"{head} (with uncommitted changes in mcp_resources/)" if dirty else head
+
+
+def run_step(name: str, argv: list[str], env: dict[str, str], timeout: float) -> bool:
+    print(f"\n=== {name}: {' '.join(argv[1:])}", flush=True)
+    t0 = time.monotonic()
+    try:
+        completed = subprocess.run(argv, cwd=ROOT, env=env, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        print(f"!!! {name} timed out after {timeout:.0f} s")
+        return False
+    if completed.returncode != 0:
+        print(f"!!! {name} failed (exit {completed.returncode})")
+        return False
+    print(f"--- {name} took {time.monotonic() - t0:.0f} s", flush=True)
+    return True
+
+
+def summarize(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per target: item, what is compared, the measured ratio, the target and whether it is met."""
+    rows: list[dict[str, Any]] = []
+
+    def add(item: str, measure: str, value: float | None, target: float, at_most: bool) -> None:
+        ok = None if value is None else (value <= target if at_most else value >= target)
+        rows.append({"item": item, "measure": measure, "value": value, "target": target, "at_most": at_most, "ok": ok})
+
+    latency, drf, raw, codec, http = (results.get(k) for k in ("latency", "drf", "raw", "codec", "http"))
+    if latency:
+        add(
+            "1",
+            "keyset page latency max/min, all sizes x depths (core)",
+            latency["keyset_max_over_min"],
+            latency["keyset_max_over_min_target"],
+            True,
+        )
+        add(
+            "1",
+            "OFFSET / keyset latency, largest inventory at 99%",
+            latency["offset_over_keyset_deepest"],
+            latency["offset_over_keyset_target"],
+            False,
+        )
+    if drf:
+        add("2", "listing throughput / DRF ListAPIView + CursorPagination", drf["ours_over_drf"], drf["target"], False)
+    if raw:
+        add("3", "core page time / raw SQL for the same page", raw["core_over_raw"], raw["target"], True)
+    if codec:
+        add("4", "cursor codec seal+open / raw AES-GCM encrypt+decrypt", codec["codec_over_raw"], codec["target"], True)
+    if http:
+        add(
+            "5",
+            "HTTP req/s under WSGI (gunicorn sync) / MCP SDK low-level",
+            http["ratios"]["ours-wsgi"],
+            http["targets"]["ours-wsgi"],
+            False,
+        )
+        add(
+            "5",
+            "HTTP req/s under ASGI (uvicorn, the demo's) / MCP SDK low-level",
+            http["ratios"]["ours-asgi"],
+            http["targets"]["ours-asgi"],
+            False,
+        )
+    return rows
+
+
+def fmt_ratio(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:.2f}x" if value < 100 else f"{value:.0f}x"
+
+
+def markdown_results(latest: dict[str, Any]) -> str:
+    meta = latest["meta"]
+    lines = [
+        f"Latest run: {meta['finished']} UTC, commit {meta.get('commit', 'unknown')}, {meta['mode']} mode, "
+        f"{meta['vendor']}, page size {meta['page_size']}, "
+        f"inventories of {', '.join(f'{s:,}' for s in meta['sizes'])} documents, Python {meta['python']}, "
+        f"load average at start {meta['loadavg_start']}, at end {meta['loadavg_end']}"
+        + (f", token cache TTL {meta['token_cache_ttl']:g} s." if meta.get("token_cache_ttl") else "."),
+        "",
+        "| item | ratio | measured | target | verdict |",
+        "|---|---|---|---|---|",
+    ]
+    for row in latest["summary"]:
+        target = f"{'<=' if row['at_most'] else '>='} {row['target']:g}x"
+        verdict = "n/a" if row["ok"] is None else ("met" if row["ok"] else "**missed**")
+        lines.append(f"| {row['item']} | {row['measure']} | {fmt_ratio(row['value'])} | {target} | {verdict} |")
+    latency = latest["results"].get("latency")
+    if latency:
+        lines += ["", "Item 1, medians (ms) through the core, and OFFSET on the same queryset:", ""]
+        header = "| documents | depth | rows skipped | keyset (core) | OFFSET | OFFSET/keyset |"
+        what_if = "what_if_s" in latency["points"][0]
+        if what_if:
+            header += " what-if: keyset with a leading `>=` |"
+        lines += [header, "|---|---|---|---|---|---|" + ("---|" if what_if else "")]
+        for p in latency["points"]:
+            row = (
+                f"| {p['size']:,} | {p['depth']:.0%} | {p['skip']:,} | {p['keyset_s'] * 1e3:.2f} | "
+                f"{p['offset_s'] * 1e3:.2f} | {p['offset_over_keyset']:.1f}x |"
+            )
+            if what_if:
+                row += f" {p['what_if_s'] * 1e3:.2f} |"
+            lines.append(row)
+    other = []
+    drf, raw, codec, http = (latest["results"].get(k) for k in ("drf", "raw", "codec", "http"))
+    if drf:
+        for p in drf["pages"]:
+            other.append(
+                f"- Item 2, {p['label']}: ours {p['ours_pages_per_s']:.0f} pages/s, DRF "
+                f"{p['drf_pages_per_s']:.0f} pages/s ({p['ours_over_drf']:.2f}x)."
+            )
+    if raw:
+        for p in raw["pages"]:
+            orm = f", ORM alone {p['orm_s'] * 1e3:.2f} ms" if "orm_s" in p else ""
+            other.append(
+                f"- Item 3, {p['label']}: raw SQL {p['raw_s'] * 1e3:.3f} ms, core "
+                f"{p['core_s'] * 1e3:.2f} ms ({p['core_over_raw']:.2f}x){orm}."
+            )
+    if codec:
+        other.append(
+            f"- Item 4: raw AES-GCM {codec['raw_s'] * 1e6:.2f} µs, codec {codec['codec_s'] * 1e6:.2f} µs, "
+            f"make_cursor+read_cursor {codec['cursor_helpers_s'] * 1e6:.2f} µs "
+            f"({codec['payload_bytes']} payload bytes, {codec['token_chars']}-character token)."
+        )
+    if http:
+        for name, s in http["servers"].items():
+            other.append(
+                f"- Item 5, {name}: {s['rps']:.0f} req/s, p50 {s['p50_ms']:.1f} ms, p99 {s['p99_ms']:.1f} ms, "
+                f"server CPU {s['server_cpu_ms_per_request']:.2f} ms/request, {s['errors']} errors."
+            )
+    if other:
+        lines += ["", "Medians behind the ratios (absolute values are only comparable within this run):", "", *other]
+    if meta.get("failed"):
+        lines += ["", f"Steps that failed in this run: {', '.join(meta['failed'])}."]
+    if latest.get("plot"):
+        lines += ["", "![benchmark plot](benchmarks.png)"]
+    return "\n".join(lines)
+
+
+def update_doc(latest: dict[str, Any]) -> None:
+    if not DOC.exists():
+        print(f"{DOC} is missing: results not written into it")
+        return
+    text = DOC.read_text()
+    if START not in text or END not in text:
+        print(f"{DOC} has no {START} ... {END} block: results not written into it")
+        return
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    DOC.write_text(f"{head}{START}\n{markdown_results(latest)}\n{END}{tail}")
+    print(f"wrote the results section of {DOC.relative_to(ROOT)}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--db", choices=["postgres", "sqlite"], default="postgres")
+    parser.add_argument("--quick", action="store_true", help="1e3/1e4/1e5 documents and fewer rounds")
+    parser.add_argument("--page-size", type=int, default=100)
+    parser.add_argument("--only", default="", help="comma-separated items: " + ",".join(ITEMS))
+    parser.add_argument("--keep-db", action="store_true", help="do not drop the benchmark database at the end")
+    parser.add_argument("--profile", action="store_true", help="also write cProfile hot spots to results/")
+    parser.add_argument("--no-doc", action="store_true", help="do not rewrite docs/benchmarks.md or the plot")
+    parser.add_argument(
+        "--token-cache-ttl",
+        type=float,
+        default=0,
+        help="set MCP_RESOURCES['TOKEN_CACHE_TTL'] (seconds) for every item; default 0: the demo's setting, off",
+    )
+    args = parser.parse_args()
+
+    db = args.db
+    if db == "postgres" and not postgres_reachable():
+        print("falling back to SQLite (--db sqlite)")
+        db = "sqlite"
+    mode = "quick" if args.quick else "full"
+    sizes = [1_000, 10_000, 100_000] if args.quick else [1_000, 100_000, 1_000_000]
+    chosen = [name.strip() for name in args.only.split(",") if name.strip()] or list(ITEMS)
+    unknown = set(chosen) - set(ITEMS)
+    if unknown:
+        parser.error(f"unknown items: {', '.join(sorted(unknown))}")
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "DJANGO_SETTINGS_MODULE": "benchmarks.settings",
+        "MCP_BENCH_DB": db,
+        "MCP_BENCH_PAGE_SIZE": str(args.page_size),
+        "MCP_BENCH_CURSOR_KEY": secrets.token_urlsafe(32),
+    }
+    if args.token_cache_ttl > 0:
+        env["MCP_BENCH_TOKEN_CACHE_TTL"] = str(args.token_cache_ttl)
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    for name in [*ITEMS, "fixture"]:
+        (RESULTS_DIR / f"{name}.json").unlink(missing_ok=True)
+    started = time.monotonic()
+    loadavg_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    commit = git_state()
+    failed: list[str] = []
+    results: dict[str, Any] = {}
+    try:
+        fixture_argv = [PYTHON, str(BENCH_DIR / "fixture.py"), "setup", "--sizes", ",".join(map(str, sizes))]
+        if not run_step("fixture", fixture_argv, env, 1800):
+            raise SystemExit("could not build the benchmark database")
+        for name in chosen:
+            item = ITEMS[name]
+            argv = [PYTHON, str(BENCH_DIR / item["script"]), *item[mode]]
+            if run_step(name, argv, env, item["timeout"]):
+                results[name] = json.loads((RESULTS_DIR / f"{name}.json").read_text())
+            else:
+                failed.append(name)
+        if args.profile and not run_step("profile", [PYTHON, str(BENCH_DIR / "profile_page.py")], env, 600):
+            failed.append("profile")
+    finally:
+        if args.keep_db:
+            print("\nkeeping the benchmark database (--keep-db)")
+        else:
+            run_step("drop database", [PYTHON, str(BENCH_DIR / "fixture.py"), "drop"], env, 300)
+
+    fixture = json.loads((RESULTS_DIR / "fixture.json").read_text())
+    for user in fixture.get("users", []):
+        user.pop("token", None)
+    latest: dict[str, Any] = {
+        "meta": {
+            "finished": datetime.now(UTC).strftime("%Y-%m-%d %H:%M"),
+            "mode": mode,
+            "db": db,
+            "vendor": fixture["vendor"],
+            "page_size": fixture["page_size"],
+            "sizes": sizes,
+            "token_cache_ttl": args.token_cache_ttl,
+            "commit": commit,
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "loadavg_start": loadavg_start,
+            "loadavg_end": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+            "seconds": round(time.monotonic() - started),
+            "failed": failed,
+        },
+        "fixture": fixture,
+        "results": results,
+        "summary": summarize(results),
+    }
+    if not args.no_doc:
+        from benchmarks.plot import draw
+
+        latest["plot"] = draw(latest, PLOT)
+    (RESULTS_DIR / "latest.json").write_text(json.dumps(latest, indent=2, default=str) + "\n")
+
+    print(f"\n=== summary ({mode}, {fixture['vendor']}, one run, {latest['meta']['seconds']} s)")
+    for row in latest["summary"]:
+        target = f"{'<=' if row['at_most'] else '>='} {row['target']:g}x"
+        verdict = "n/a" if row["ok"] is None else ("met" if row["ok"] else "MISSED")
+        print(f"  item {row['item']}: {row['measure']}: {fmt_ratio(row['value'])} (target {target}) {verdict}")
+    if failed:
+        print(f"  failed steps: {', '.join(failed)}")
+    print(f"results: {(RESULTS_DIR / 'latest.json').relative_to(ROOT)}")
+    if not args.no_doc:
+        update_doc(latest)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,887 @@
+"""The OAuth 2.1 resource server (``mcp_resources.auth``) and the demo's authorization server.
+
+Requests go through Django's test client to ``/mcp`` of ``tests.urls_auth`` (templates that make each rule
+visible) or of the demo's own URLconf; tokens are real django-oauth-toolkit rows. The rules come from the MCP
+authorization spec (mcp-protocol.md section 6 and the checklist) and issue 3.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import secrets
+import time
+from datetime import timedelta
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+from oauth2_provider.models import (
+    get_access_token_model,
+    get_application_model,
+    get_refresh_token_model,
+    set_token_value,
+)
+
+from mcp_resources.auth import OAuth2Authentication, expand_scopes, valid_subject
+from mcp_resources.checks import check_auth_settings
+from mcp_resources.metadata import normalize_resource_uri, resource_metadata_url
+from mcp_resources.models import StaticResource
+from mcp_resources.tokencache import CachedToken, TokenCache, token_cache
+from testproject.library.models import Document
+
+pytestmark = pytest.mark.django_db
+
+AccessToken = get_access_token_model()
+Application = get_application_model()
+
+VERSION = "2026-07-28"
+RESOURCE = "http://testserver/mcp"
+METADATA_URL = "http://testserver/.well-known/oauth-protected-resource/mcp"
+META = {"io.modelcontextprotocol/protocolVersion": VERSION, "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+# Helpers ----------------------------------------------------------------------------------------------------
+
+
+def call(
+    client: Client,
+    method: str,
+    params: dict[str, Any] | None = None,
+    *,
+    token: str | None = None,
+    authorization: str | None = None,
+    query: str = "",
+) -> Any:
+    """One 2026-07-28 request to ``/mcp``; ``authorization`` is the raw header value."""
+    params = {**(params or {}), "_meta": META}
+    headers = {"HTTP_MCP_PROTOCOL_VERSION": VERSION, "HTTP_MCP_METHOD": method}
+    if method == "resources/read":
+        headers["HTTP_MCP_NAME"] = params["uri"]
+    if token is not None:
+        headers["HTTP_AUTHORIZATION"] = f"Bearer {token}"
+    if authorization is not None:
+        headers["HTTP_AUTHORIZATION"] = authorization
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    return client.post(
+        "/mcp" + query,
+        json.dumps(body),
+        content_type="application/json",
+        HTTP_ACCEPT="application/json, text/event-stream",
+        **headers,
+    )
+
+
+def read(client: Client, uri: str, **kwargs: Any) -> Any:
+    return call(client, "resources/read", {"uri": uri}, **kwargs)
+
+
+def text_of(response: Any) -> str:
+    assert response.status_code == 200, response.content
+    return str(response.json()["result"]["contents"][0]["text"])
+
+
+def whoami(client: Client, token: str) -> dict[str, Any]:
+    return dict(json.loads(text_of(read(client, "auth://whoami/1", token=token))))
+
+
+def challenge(response: Any, status: int = 401) -> dict[str, str]:
+    """The parameters of the response's Bearer challenge (after checking the status)."""
+    assert response.status_code == status, (response.status_code, response.content)
+    header = response.headers["WWW-Authenticate"]
+    assert header.startswith("Bearer ")
+    params: dict[str, str] = {}
+    for part in header[len("Bearer ") :].split(","):
+        key, _, value = part.strip().partition("=")
+        params[key] = value.strip('"')
+    return params
+
+
+def checksum(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+# Fixtures ---------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def mcp(settings: Any) -> Any:
+    """Serve ``tests.urls_auth``; the resource URI is derived from the request; returns a settings updater."""
+    settings.ROOT_URLCONF = "tests.urls_auth"
+
+    def configure(**values: Any) -> None:
+        settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, **values}
+
+    configure(RESOURCE_URI=None, TOKEN_CACHE_TTL=0, SCOPE_HIERARCHY={})
+    token_cache.clear()
+    return configure
+
+
+@pytest.fixture
+def application() -> Any:
+    return Application.objects.create(
+        name="auth tests",
+        client_type=Application.CLIENT_PUBLIC,
+        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+        redirect_uris="http://127.0.0.1/callback",
+    )
+
+
+@pytest.fixture
+def alice() -> User:
+    return User.objects.create_user("alice", password="alice")
+
+
+@pytest.fixture
+def bob() -> User:
+    return User.objects.create_user("bob", password="bob")
+
+
+@pytest.fixture
+def make_token(application: Any) -> Any:
+    def make(
+        user: Any,
+        scope: str = "a:read b:read",
+        *,
+        resource: tuple[str, ...] | list[str] = (RESOURCE,),
+        expires_in: float = 3600,
+        app: Any = None,
+    ) -> str:
+        raw = secrets.token_urlsafe(32)
+        token = AccessToken(
+            user=user,
+            application=app or application,
+            scope=scope,
+            expires=timezone.now() + timedelta(seconds=expires_in),
+            resource=list(resource),
+        )
+        set_token_value(token, raw)
+        token.save()
+        return raw
+
+    return make
+
+
+# Authorization header only ----------------------------------------------------------------------------------
+
+MALFORMED = {
+    "basic": "Basic YWxpY2U6YWxpY2U=",
+    "no-scheme": "bearer-token",
+    "two-tokens": "Bearer tok1 tok2",
+    "two-headers-joined": "Bearer tok1,Bearer tok2",
+    "empty": "",
+    "bearer-empty": "Bearer ",
+    "bearer-only": "Bearer",
+    "10kB": "Bearer " + "a" * 10_240,
+    "non-ascii": "Bearer tök€n",
+    "long-s": "Bearer \u017ftoken",  # folds to "s" under a careless case-insensitive match
+    "control-char": "Bearer tok\x01en",
+    "unknown": "Bearer unknown-token-value-0123456789",
+}
+
+
+@pytest.mark.parametrize("authorization", MALFORMED.values(), ids=MALFORMED.keys())
+@pytest.mark.parametrize("method", ["server/discover", "resources/read"])
+def test_malformed_or_unknown_authorization_is_401_with_challenge(
+    client: Client, mcp: Any, authorization: str, method: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="mcp_resources")
+    params = {"uri": "auth://two/1"} if method == "resources/read" else {}
+    response = call(client, method, params, authorization=authorization)
+    params_ = challenge(response)
+    assert params_["error"] == "invalid_token"
+    assert params_["resource_metadata"] == METADATA_URL
+    assert params_["scope"]  # scopes_supported: the operation's scopes are not known yet
+    assert response.json()["error"] == "invalid_token"
+    token_part = authorization.partition(" ")[2]
+    if len(token_part) > 3:
+        assert token_part not in caplog.text
+        assert token_part not in response.content.decode()
+
+
+def test_scheme_is_case_insensitive(client: Client, mcp: Any, alice: User, make_token: Any) -> None:
+    token = make_token(alice)
+    assert text_of(read(client, "auth://two/1", authorization=f"bearer {token}")) == "two scopes"
+    assert text_of(read(client, "auth://two/1", authorization=f"BEARER {token}")) == "two scopes"
+
+
+def test_token_in_query_string_or_body_is_ignored(client: Client, mcp: Any, alice: User, make_token: Any) -> None:
+    token = make_token(alice)
+    params = challenge(read(client, "auth://two/1", query=f"?access_token={token}"))
+    assert "error" not in params
+    body_token = call(client, "resources/read", {"uri": "auth://two/1", "access_token": token})
+    assert "error" not in challenge(body_token)
+
+
+def test_session_cookie_does_not_authenticate(client: Client, mcp: Any, alice: User) -> None:
+    client.force_login(alice)
+    assert "error" not in challenge(read(client, "auth://whoami/1"))
+
+
+def test_public_resources_need_no_token(client: Client, mcp: Any) -> None:
+    assert text_of(read(client, "auth://open/1")) == "open"
+    assert text_of(read(client, "auth://static/public")) == "public static"
+
+
+# The principal ----------------------------------------------------------------------------------------------
+
+
+def test_principal_request_user_and_request_auth(
+    client: Client, mcp: Any, alice: User, application: Any, make_token: Any
+) -> None:
+    caller = whoami(client, make_token(alice))
+    assert caller == {
+        "user": "alice",
+        "auth_is_principal": True,
+        "subject": str(alice.pk),
+        "client_id": application.client_id,
+        "scopes": ["a:read", "b:read"],
+        "audience": [RESOURCE],
+    }
+
+
+def test_subject_from_a_configured_user_field(client: Client, mcp: Any, alice: User, make_token: Any) -> None:
+    mcp(SUBJECT_FIELD="username")
+    assert whoami(client, make_token(alice))["subject"] == "alice"
+
+
+@pytest.mark.parametrize("username", ["", "al\x01ice", "al\x7fice", "al\x85ice", "tab\tbed"])
+def test_invalid_subject_is_refused(client: Client, mcp: Any, make_token: Any, username: str) -> None:
+    mcp(SUBJECT_FIELD="username")
+    user = User.objects.create(username=username)
+    assert challenge(read(client, "auth://whoami/1", token=make_token(user)))["error"] == "invalid_token"
+
+
+def test_subject_from_an_empty_field_is_refused(client: Client, mcp: Any, alice: User, make_token: Any) -> None:
+    mcp(SUBJECT_FIELD="email")  # alice has no email
+    assert challenge(read(client, "auth://whoami/1", token=make_token(alice)))["error"] == "invalid_token"
+
+
+@pytest.mark.parametrize(("length", "accepted"), [(256, True), (257, False)])
+def test_subject_length_limit(
+    client: Client, mcp: Any, alice: User, make_token: Any, length: int, accepted: bool
+) -> None:
+    subject = "s" * length
+    authentication = type("LongSubject", (OAuth2Authentication,), {"get_subject": lambda self, user: subject})
+    mcp(AUTHENTICATION_CLASS=authentication)
+    response = read(client, "auth://whoami/1", token=make_token(alice))
+    if accepted:
+        assert json.loads(text_of(response))["subject"] == subject
+    else:
+        assert challenge(response)["error"] == "invalid_token"
+
+
+def test_valid_subject_rules() -> None:
+    assert valid_subject("42")
+    assert valid_subject("é" * 256)
+    assert not valid_subject("")
+    assert not valid_subject("x" * 257)
+    assert not valid_subject("a\nb")
+    assert not valid_subject("\ud800")
+    assert not valid_subject(42)
+
+
+def test_client_credentials_token_has_no_subject(client: Client, mcp: Any, make_token: Any) -> None:
+    service = Application.objects.create(
+        name="service",
+        client_type=Application.CLIENT_CONFIDENTIAL,
+        authorization_grant_type=Application.GRANT_CLIENT_CREDENTIALS,
+    )
+    caller = whoami(client, make_token(None, "a:read", app=service))
+    assert caller["subject"] is None
+    assert caller["user"] is None
+    assert caller["client_id"] == service.client_id
+
+
+def test_inactive_user_is_refused(client: Client, mcp: Any, alice: User, make_token: Any) -> None:
+    token = make_token(alice)
+    alice.is_active = False
+    alice.save()
+    assert challenge(read(client, "auth://whoami/1", token=token))["error"] == "invalid_token"
+
+
+# Audience (RFC 8707) ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("uri", "normal"),
+    [
+        ("http://testserver/mcp", "http://testserver/mcp"),
+        ("HTTP://TestServer/mcp/", "http://testserver/mcp"),
+        ("http://testserver:80/mcp", "http://testserver/mcp"),
+        ("https://example.com:443", "https://example.com"),
+        ("https://example.com:8443/", "https://example.com:8443"),
+        ("https://example.com/MCP", "https://example.com/MCP"),
+        ("https://example.com/mcp#frag", "https://example.com/mcp"),
+        ("http://[::1]:8000/mcp", "http://[::1]:8000/mcp"),
+        ("https://user@example.com/mcp", ""),
+        ("mcp", ""),
+        ("http://example.com:99999/", ""),
+    ],
+)
+def test_normalize_resource_uri(uri: str, normal: str) -> None:
+    assert normalize_resource_uri(uri) == normal
+
+
+@pytest.mark.parametrize(
+    "resource",
+    [
+        [RESOURCE],
+        ["HTTP://TESTSERVER/mcp/"],
+        ["http://testserver:80/mcp"],
+        ["https://other.example/mcp", RESOURCE],
+    ],
+)
+def test_token_for_this_resource_is_accepted(
+    client: Client, mcp: Any, alice: User, make_token: Any, resource: list[str]
+) -> None:
+    assert whoami(client, make_token(alice, resource=resource))["audience"] == resource
+
+
+@pytest.mark.parametrize(
+    "resource",
+    [
+        ["http://other.example/mcp"],
+        ["http://testserver/mcp2"],
+        ["http://testserver/mcp/sub"],
+        ["http://testserver"],  # django-oauth-toolkit's prefix rule would accept the origin: we do not
+        ["http://testserver/"],
+        ["https://testserver/mcp"],
+        ["http://testserver:8000/mcp"],
+        ["http://testserver/mcp?tenant=1"],
+        ["not a uri"],
+    ],
+)
+def test_token_for_another_resource_is_401(
+    client: Client, mcp: Any, alice: User, make_token: Any, resource: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="mcp_resources")
+    token = make_token(alice, resource=resource)
+    for response in (read(client, "auth://whoami/1", token=token), call(client, "server/discover", token=token)):
+        params = challenge(response)
+        assert params["error"] == "invalid_token"
+        assert params["resource_metadata"] == METADATA_URL
+    assert token not in caplog.text
+
+
+def test_token_without_resource_is_refused_unless_allowed(
+    client: Client, mcp: Any, alice: User, make_token: Any
+) -> None:
+    token = make_token(alice, resource=())
+    assert challenge(read(client, "auth://whoami/1", token=token))["error"] == "invalid_token"
+    mcp(ACCEPT_TOKENS_WITHOUT_RESOURCE=True)
+    assert whoami(client, token)["audience"] == []
+
+
+def test_configured_resource_uri_is_the_audience(client: Client, mcp: Any, alice: User, make_token: Any) -> None:
+    mcp(RESOURCE_URI="https://MCP.example.com/mcp/")
+    accepted = make_token(alice, resource=["https://mcp.example.com/mcp"])
+    assert whoami(client, accepted)["subject"] == str(alice.pk)
+    refused = make_token(alice, resource=[RESOURCE])  # the URL the request was made to, not the canonical one
+    params = challenge(read(client, "auth://whoami/1", token=refused))
+    assert params["error"] == "invalid_token"
+    assert params["resource_metadata"] == "https://mcp.example.com/.well-known/oauth-protected-resource/mcp"
+
+
+def test_resource_metadata_url_is_path_inserted() -> None:
+    assert (
+        resource_metadata_url("https://x.example/a/mcp")
+        == "https://x.example/.well-known/oauth-protected-resource/a/mcp"
+    )
+    assert resource_metadata_url("https://x.example") == "https://x.example/.well-known/oauth-protected-resource"
+
+
+# Expired and revoked ---------------------------------------------------------------------------------------
+
+
+def test_expired_token_is_401(client: Client, mcp: Any, alice: User, make_token: Any) -> None:
+    token = make_token(alice, expires_in=-1)
+    assert challenge(read(client, "auth://whoami/1", token=token))["error"] == "invalid_token"
+    assert challenge(call(client, "server/discover", token=token))["error"] == "invalid_token"
+
+
+def test_revoked_token_is_401(client: Client, mcp: Any, alice: User, make_token: Any, application: Any) -> None:
+    token = make_token(alice)
+    refresh = get_refresh_token_model().objects.create(
+        user=alice, application=application, token="r-" + secrets.token_urlsafe(16),
+        access_token=AccessToken.objects.get(token_checksum=checksum(token)),
+    )  # fmt: skip
+    assert whoami(client, token)["subject"] == str(alice.pk)
+    refresh.revoke()  # RFC 7009 revocation of the pair, as /o/revoke_token/ does
+    assert challenge(read(client, "auth://whoami/1", token=token))["error"] == "invalid_token"
+
+
+# Challenges --------------------------------------------------------------------------------------------
+
+
+def test_401_names_the_scopes_and_the_metadata(client: Client, mcp: Any) -> None:
+    params = challenge(read(client, "auth://two/1"))
+    assert params == {"scope": "a:read b:read", "resource_metadata": METADATA_URL}
+
+
+def test_403_names_every_needed_scope_in_one_challenge(client: Client, mcp: Any, alice: User, make_token: Any) -> None:
+    response = read(client, "auth://two/1", token=make_token(alice, "a:read"))
+    assert challenge(response, 403) == {
+        "error": "insufficient_scope",
+        "scope": "a:read b:read",
+        "resource_metadata": METADATA_URL,
+    }
+    assert response.json()["error"] == "insufficient_scope"
+    assert challenge(read(client, "auth://static/scoped", token=make_token(alice, "a:read")), 403)["scope"] == "s:read"
+
+
+def test_challenges_never_name_offline_access(client: Client, mcp: Any, alice: User, make_token: Any) -> None:
+    assert challenge(read(client, "auth://offline/1"))["scope"] == "c:read"
+    assert challenge(read(client, "auth://offline/1", token=make_token(alice, "c:read")), 403)["scope"] == "c:read"
+    assert text_of(read(client, "auth://offline/1", token=make_token(alice, "c:read offline_access"))) == "offline"
+
+
+def test_401_without_operation_scopes_names_scopes_supported(client: Client, mcp: Any) -> None:
+    assert challenge(read(client, "auth://bare/1")) == {
+        "scope": "a:read b:read c:read s:read",
+        "resource_metadata": METADATA_URL,
+    }
+
+
+def test_no_authentication_advertises_no_metadata(client: Client, mcp: Any) -> None:
+    mcp(AUTHENTICATION_CLASS="mcp_resources.auth.NoAuthentication")
+    assert challenge(read(client, "auth://two/1")) == {"scope": "a:read b:read"}
+    assert client.get("/.well-known/oauth-protected-resource/mcp").status_code == 404
+
+
+# Scope hierarchy ----------------------------------------------------------------------------------------
+
+
+def test_expand_scopes_is_transitive_and_terminates() -> None:
+    hierarchy = {"all": ["docs"], "docs": ["docs:read", "docs:write"], "loop": ["all", "loop"]}
+    assert expand_scopes(["all"], hierarchy) == {"all", "docs", "docs:read", "docs:write"}
+    assert expand_scopes(["loop"], hierarchy) == {"loop", "all", "docs", "docs:read", "docs:write"}
+    assert expand_scopes(["other"], hierarchy) == {"other"}
+
+
+def test_broad_scope_implies_narrower_ones(client: Client, mcp: Any, alice: User, make_token: Any) -> None:
+    token = make_token(alice, "everything")
+    assert challenge(read(client, "auth://two/1", token=token), 403)["scope"] == "a:read b:read"
+    mcp(SCOPE_HIERARCHY={"everything": ["reader"], "reader": ["a:read", "b:read"]})
+    assert text_of(read(client, "auth://two/1", token=token)) == "two scopes"
+    assert whoami(client, token)["scopes"] == ["a:read", "b:read", "everything", "reader"]
+
+
+# Protected resource metadata (RFC 9728) --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"])
+def test_protected_resource_metadata(client: Client, mcp: Any, path: str) -> None:
+    mcp(RESOURCE_NAME=None)  # defaults to SERVER_TITLE, else SERVER_NAME
+    StaticResource.objects.create(uri="auth://admin/1", name="a", access="protected", required_scopes="z:read")
+    StaticResource.objects.create(
+        uri="auth://admin/2", name="b", access="protected", required_scopes="y:read", enabled=False
+    )
+    response = client.get(path)
+    assert response.status_code == 200
+    assert response["Access-Control-Allow-Origin"] == "*"
+    assert response.json() == {
+        "resource": RESOURCE,
+        "authorization_servers": ["http://testserver"],
+        "scopes_supported": ["a:read", "b:read", "c:read", "s:read", "z:read"],
+        "bearer_methods_supported": ["header"],
+        "resource_name": "django-mcp-resources demo",
+    }
+
+
+def test_protected_resource_metadata_settings(client: Client, mcp: Any) -> None:
+    mcp(
+        RESOURCE_URI="https://mcp.example.com/mcp",
+        AUTHORIZATION_SERVERS=["https://auth.example.com"],
+        RESOURCE_NAME="Example library",
+    )
+    document = client.get("/.well-known/oauth-protected-resource/mcp").json()
+    assert document["resource"] == "https://mcp.example.com/mcp"
+    assert document["authorization_servers"] == ["https://auth.example.com"]
+    assert document["resource_name"] == "Example library"
+
+
+def test_demo_mounts_the_metadata(client: Client, settings: Any) -> None:
+    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "RESOURCE_URI": "http://127.0.0.1:8000/mcp"}
+    document = client.get("/.well-known/oauth-protected-resource/mcp").json()
+    assert document["resource"] == "http://127.0.0.1:8000/mcp"
+    assert document["scopes_supported"] == ["documents:read"]
+    assert document["authorization_servers"] == ["http://testserver"]
+    assert client.get("/.well-known/oauth-protected-resource").json() == document
+
+
+# The token cache ------------------------------------------------------------------------------------------
+
+
+class Clock:
+    """Monotonic and wall clocks that only move when told to."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+        self.wall = 1_700_000_000.0
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+        self.wall += seconds
+
+
+def entry(clock: Clock, expires_in: float = 3600, subject: str = "1") -> CachedToken:
+    return CachedToken(None, "client", "a:read", (RESOURCE,), subject, clock.wall + expires_in)
+
+
+def test_cache_entry_lives_exactly_ttl_seconds() -> None:
+    clock = Clock()
+    cache = TokenCache(clock=lambda: clock.now, wall_clock=lambda: clock.wall)
+    cache.put("k", entry(clock), ttl=30, maxsize=10)
+    clock.advance(29.999)
+    assert cache.get("k") is not None
+    clock.advance(0.001)
+    assert cache.get("k") is None
+    assert len(cache) == 0
+
+
+def test_cache_entry_never_outlives_the_token() -> None:
+    clock = Clock()
+    cache = TokenCache(clock=lambda: clock.now, wall_clock=lambda: clock.wall)
+    cache.put("k", entry(clock, expires_in=5), ttl=30, maxsize=10)
+    clock.advance(4.999)
+    assert cache.get("k") is not None
+    clock.advance(0.001)
+    assert cache.get("k") is None
+    cache.put("expired", entry(clock, expires_in=0), ttl=30, maxsize=10)
+    assert cache.get("expired") is None
+
+
+def test_cache_is_a_bounded_lru() -> None:
+    clock = Clock()
+    cache = TokenCache(clock=lambda: clock.now, wall_clock=lambda: clock.wall)
+    for key in "ab":
+        cache.put(key, entry(clock, subject=key), ttl=30, maxsize=2)
+    assert cache.get("a") is not None  # a is now the most recently used
+    cache.put("c", entry(clock, subject="c"), ttl=30, maxsize=2)
+    assert len(cache) == 2
+    assert cache.get("b") is None
+    assert [cache.get(k).subject for k in "ac"] == ["a", "c"]  # type: ignore[union-attr]
+    cache.put("d", entry(clock), ttl=30, maxsize=0)
+    assert cache.get("d") is None
+
+
+def token_queries(context: CaptureQueriesContext) -> int:
+    return sum("oauth2_provider_accesstoken" in query["sql"] for query in context.captured_queries)
+
+
+def test_cached_token_skips_the_database(client: Client, mcp: Any, alice: User, make_token: Any) -> None:
+    mcp(TOKEN_CACHE_TTL=60)
+    token = make_token(alice)
+    with CaptureQueriesContext(connection) as first:
+        assert whoami(client, token)["subject"] == str(alice.pk)
+    with CaptureQueriesContext(connection) as second:
+        caller = whoami(client, token)
+    assert token_queries(first) == 1
+    assert token_queries(second) == 0
+    assert caller["user"] == "alice"
+    assert caller["scopes"] == ["a:read", "b:read"]
+    assert len(token_cache) == 1
+
+
+def test_cache_is_keyed_by_the_whole_token(client: Client, mcp: Any, alice: User, bob: User, make_token: Any) -> None:
+    mcp(TOKEN_CACHE_TTL=60)
+    alice_token, bob_token = make_token(alice), make_token(bob, "a:read")
+    for _ in range(3):
+        assert whoami(client, alice_token)["user"] == "alice"
+        assert whoami(client, bob_token)["user"] == "bob"
+    assert len(token_cache) == 2
+    for variant in (alice_token + "x", alice_token[:-1], alice_token.upper()):
+        assert challenge(read(client, "auth://whoami/1", token=variant))["error"] == "invalid_token"
+    assert checksum(alice_token) in token_cache._entries
+    assert alice_token not in repr(token_cache._entries)
+
+
+def test_cached_token_is_still_audience_checked(client: Client, mcp: Any, alice: User, make_token: Any) -> None:
+    mcp(TOKEN_CACHE_TTL=60)
+    token = make_token(alice)
+    assert whoami(client, token)["subject"] == str(alice.pk)
+    mcp(RESOURCE_URI="https://elsewhere.example/mcp")  # clears the cache; re-validate and refuse
+    assert challenge(read(client, "auth://whoami/1", token=token))["error"] == "invalid_token"
+
+
+def test_revocation_in_this_process_evicts_at_once(client: Client, mcp: Any, alice: User, make_token: Any) -> None:
+    mcp(TOKEN_CACHE_TTL=3600)
+    token = make_token(alice)
+    assert whoami(client, token)["scopes"] == ["a:read", "b:read"]
+    stored = AccessToken.objects.get(token_checksum=checksum(token))
+    stored.scope = "a:read"
+    stored.save()  # a change is seen at once
+    assert whoami(client, token)["scopes"] == ["a:read"]
+    stored.revoke()
+    assert challenge(read(client, "auth://whoami/1", token=token))["error"] == "invalid_token"
+
+
+def test_deactivating_a_user_in_this_process_evicts_at_once(
+    client: Client, mcp: Any, alice: User, bob: User, make_token: Any
+) -> None:
+    mcp(TOKEN_CACHE_TTL=3600)
+    alice_token, bob_token = make_token(alice), make_token(bob)
+    assert whoami(client, alice_token)["user"] == "alice"
+    assert whoami(client, bob_token)["user"] == "bob"
+    alice.is_active = False
+    alice.save()
+    assert len(token_cache) == 1  # only alice's entry went
+    assert challenge(read(client, "auth://whoami/1", token=alice_token))["error"] == "invalid_token"
+    assert whoami(client, bob_token)["user"] == "bob"
+
+
+REVOCATION_BOUND = 1.0  # TOKEN_CACHE_TTL in the test below
+
+
+def test_revocation_elsewhere_is_seen_within_the_ttl(client: Client, mcp: Any, alice: User, make_token: Any) -> None:
+    """The documented bound: a token revoked by another process is refused at most TOKEN_CACHE_TTL seconds
+    after this process last validated it against the database."""
+    mcp(TOKEN_CACHE_TTL=REVOCATION_BOUND)
+    token = make_token(alice)
+    started = time.monotonic()
+    assert whoami(client, token)["subject"] == str(alice.pk)
+    validated = time.monotonic()
+    with connection.cursor() as cursor:  # another process revokes it: no signal reaches this one
+        cursor.execute("DELETE FROM oauth2_provider_accesstoken WHERE token_checksum = %s", [checksum(token)])
+    served = whoami(client, token)  # still within the bound: served from the cache
+    assert time.monotonic() - started < REVOCATION_BOUND, "too slow to observe the cached window"
+    assert served["subject"] == str(alice.pk)
+    time.sleep(max(0.0, validated + REVOCATION_BOUND - time.monotonic()))
+    assert challenge(read(client, "auth://whoami/1", token=token))["error"] == "invalid_token"
+
+
+def test_cache_never_serves_an_expired_token(client: Client, mcp: Any, alice: User, make_token: Any) -> None:
+    mcp(TOKEN_CACHE_TTL=3600)
+    token = make_token(alice, expires_in=1.0)
+    assert whoami(client, token)["subject"] == str(alice.pk)
+    expires = AccessToken.objects.get(token_checksum=checksum(token)).expires
+    time.sleep(max(0.0, (expires - timezone.now()).total_seconds()) + 0.01)
+    assert challenge(read(client, "auth://whoami/1", token=token))["error"] == "invalid_token"
+
+
+def test_cache_off_by_default(client: Client, mcp: Any, alice: User, make_token: Any, settings: Any) -> None:
+    settings.MCP_RESOURCES = {k: v for k, v in settings.MCP_RESOURCES.items() if k != "TOKEN_CACHE_TTL"}
+    settings.MCP_RESOURCES["RESOURCE_URI"] = None
+    token = make_token(alice)
+    for _ in range(2):
+        with CaptureQueriesContext(connection) as context:
+            whoami(client, token)
+        assert token_queries(context) == 1
+    assert len(token_cache) == 0
+
+
+def test_cached_user_is_a_copy_per_request(client: Client, mcp: Any, alice: User, make_token: Any) -> None:
+    mcp(TOKEN_CACHE_TTL=60)
+    token = make_token(alice)
+    whoami(client, token)
+    first = token_cache.get(checksum(token))
+    assert first is not None
+    response = read(client, "auth://whoami/1", token=token)
+    assert response.wsgi_request.user == first.user
+    assert response.wsgi_request.user is not first.user
+
+
+# System checks (one test per id) --------------------------------------------------------------------------
+
+
+def ids_of(settings: Any, **values: Any) -> list[str]:
+    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, **values}
+    return [message.id for message in check_auth_settings()]
+
+
+def test_demo_settings_pass_the_auth_checks(settings: Any) -> None:
+    assert ids_of(settings) == []
+
+
+def test_check_e014_subject_field(settings: Any) -> None:
+    assert ids_of(settings, SUBJECT_FIELD="nickname") == ["mcp_resources.E014"]
+    assert ids_of(settings, SUBJECT_FIELD="username") == []
+
+
+def test_check_e015_resource_uri(settings: Any) -> None:
+    assert ids_of(settings, RESOURCE_URI="mcp.example.com/mcp") == ["mcp_resources.E015"]
+    assert ids_of(settings, RESOURCE_URI="https://mcp.example.com/mcp#x") == ["mcp_resources.E015"]
+    assert ids_of(settings, RESOURCE_URI=None) == []
+
+
+def test_check_e016_scope_hierarchy(settings: Any) -> None:
+    assert ids_of(settings, SCOPE_HIERARCHY={"docs": "docs:read"}) == ["mcp_resources.E016"]
+    assert ids_of(settings, SCOPE_HIERARCHY=[("docs", ["docs:read"])]) == ["mcp_resources.E016"]
+    assert ids_of(settings, SCOPE_HIERARCHY={"docs": ["docs:read docs:write"]}) == ["mcp_resources.E016"]
+
+
+def test_check_e017_authorization_servers(settings: Any) -> None:
+    assert ids_of(settings, AUTHORIZATION_SERVERS="https://auth.example.com") == ["mcp_resources.E017"]
+    assert ids_of(settings, AUTHORIZATION_SERVERS=["auth.example.com"]) == ["mcp_resources.E017"]
+    assert ids_of(settings, AUTHORIZATION_SERVERS=["https://auth.example.com"]) == []
+
+
+def test_check_e018_token_cache(settings: Any) -> None:
+    assert ids_of(settings, TOKEN_CACHE_TTL=-1) == ["mcp_resources.E018"]
+    assert ids_of(settings, TOKEN_CACHE_TTL=30, TOKEN_CACHE_SIZE="many") == ["mcp_resources.E018"]
+    assert ids_of(settings, TOKEN_CACHE_TTL=30, TOKEN_CACHE_SIZE=10_000) == []
+
+
+def test_check_w003_tokens_without_resource(settings: Any) -> None:
+    assert ids_of(settings, ACCEPT_TOKENS_WITHOUT_RESOURCE=True) == ["mcp_resources.W003"]
+
+
+def test_check_w004_no_authorization_server(settings: Any) -> None:
+    settings.ROOT_URLCONF = "tests.urls_extra"  # no authorization-server metadata mounted
+    assert ids_of(settings) == ["mcp_resources.W004"]
+    assert ids_of(settings, AUTHORIZATION_SERVERS=["https://auth.example.com"]) == []
+    assert ids_of(settings, AUTHORIZATION_SERVERS=[], AUTHENTICATION_CLASS="mcp_resources.auth.NoAuthentication") == []
+
+
+# The demo authorization server -----------------------------------------------------------------------
+
+
+def test_authorization_server_metadata(client: Client) -> None:
+    document = client.get("/.well-known/oauth-authorization-server").json()
+    assert document["issuer"] == "http://testserver"
+    assert document["authorization_endpoint"] == "http://testserver/o/authorize/"
+    assert document["token_endpoint"] == "http://testserver/o/token/"
+    assert document["registration_endpoint"] == "http://testserver/o/register/"
+    assert document["code_challenge_methods_supported"] == ["S256"]
+    assert document["response_types_supported"] == ["code"]
+    assert document["grant_types_supported"] == ["authorization_code", "refresh_token"]
+    assert document["client_id_metadata_document_supported"] is True
+    assert document["authorization_response_iss_parameter_supported"] is True
+    assert "none" in document["token_endpoint_auth_methods_supported"]
+
+
+def test_login_page_names_the_demo_users(client: Client) -> None:
+    page = client.get("/accounts/login/").content.decode()
+    assert "alice" in page
+    assert "bob" in page
+    assert 'id="login-form"' in page
+
+
+def register(client: Client) -> str:
+    response = client.post(
+        "/o/register/",
+        json.dumps({"redirect_uris": ["http://127.0.0.1:9/cb"], "token_endpoint_auth_method": "none"}),
+        content_type="application/json",
+    )
+    assert response.status_code == 201, response.content
+    return str(response.json()["client_id"])
+
+
+def pkce() -> tuple[str, str]:
+    import base64
+
+    verifier = secrets.token_urlsafe(48)
+    digest = hashlib.sha256(verifier.encode()).digest()
+    return verifier, base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def authorize(client: Client, client_id: str, **params: str) -> Any:
+    query = {
+        "response_type": "code",
+        "client_id": client_id,
+        "redirect_uri": "http://127.0.0.1:9/cb",
+        "scope": "documents:read",
+        "state": "xyz",
+        **params,
+    }
+    return client.get("/o/authorize/?" + urlencode(query))
+
+
+def test_demo_authorization_code_flow_stores_the_resource(client: Client, settings: Any, alice: User) -> None:
+    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "RESOURCE_URI": RESOURCE}
+    document = Document.objects.create(owner=alice, title="t", body="alice's text")
+    client_id = register(client)
+    verifier, code_challenge = pkce()
+    params = {"code_challenge": code_challenge, "code_challenge_method": "S256", "resource": RESOURCE}
+
+    response = authorize(client, client_id, **params)
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/?next=")
+    login = client.post("/accounts/login/", {"username": "alice", "password": "alice", "next": "/o/authorize/?x"})
+    assert login.status_code == 302
+    consent = authorize(client, client_id, **params)
+    assert consent.status_code == 200
+    form = {k: v for k, v in consent.context["form"].initial.items() if v is not None}
+    assert form["resource"] == RESOURCE
+    approved = client.post(
+        consent.request["PATH_INFO"] + "?" + consent.request["QUERY_STRING"], {**form, "allow": "Authorize"}
+    )
+    assert approved.status_code == 302
+    redirect = parse_qs(urlsplit(approved["Location"]).query)
+    assert redirect["state"] == ["xyz"]
+    assert redirect["iss"] == ["http://testserver"]
+
+    token_response = client.post(
+        "/o/token/",
+        {
+            "grant_type": "authorization_code",
+            "code": redirect["code"][0],
+            "redirect_uri": "http://127.0.0.1:9/cb",
+            "client_id": client_id,
+            "code_verifier": verifier,
+            "resource": RESOURCE,
+        },
+    )
+    assert token_response.status_code == 200, token_response.content
+    token = token_response.json()["access_token"]
+    stored = AccessToken.objects.get(token_checksum=checksum(token))
+    assert stored.resource == [RESOURCE]
+    assert stored.token == ""  # hashed at rest
+    assert stored.scope == "documents:read"
+    client.logout()
+    assert text_of(read(client, f"learn://documents/{document.pk}", token=token)) == "alice's text"
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{}, {"code_challenge": "x" * 43, "code_challenge_method": "plain"}],
+    ids=["no-pkce", "plain"],
+)
+def test_demo_requires_pkce_s256(client: Client, alice: User, params: dict[str, str]) -> None:
+    client_id = register(client)
+    client.force_login(alice)
+    response = authorize(client, client_id, **params)
+    if response.status_code == 200:  # "plain" is refused when the code would be issued, after consent
+        form = {k: v for k, v in response.context["form"].initial.items() if v is not None}
+        response = client.post(response.request["PATH_INFO"], {**form, "allow": "Authorize"})
+    assert response.status_code == 302
+    assert not get_application_model().objects.get(client_id=client_id).grant_set.exists()
+    location = response["Location"]
+    assert location.startswith("http://127.0.0.1:9/cb?")
+    assert parse_qs(urlsplit(location).query)["error"] == ["invalid_request"]
+
+
+@pytest.mark.parametrize("grant_type", ["client_credentials", "password"])
+def test_demo_issues_tokens_by_authorization_code_only(client: Client, alice: User, grant_type: str) -> None:
+    client_id = register(client)
+    response = client.post(
+        "/o/token/",
+        {"grant_type": grant_type, "client_id": client_id, "username": "alice", "password": "alice"},
+    )
+    assert response.status_code == 400
+    assert response.json()["error"] == "unsupported_grant_type"
+    assert not AccessToken.objects.filter(user=alice).exists()
+
+
+def test_demo_endpoint_ignores_the_login_session(client: Client, alice: User) -> None:
+    document = Document.objects.create(owner=alice, title="t", body="secret")
+    client.force_login(alice)
+    response = read(client, f"learn://documents/{document.pk}")
+    assert challenge(response)["scope"] == "documents:read"
+    assert b"secret" not in response.content
+
+
+def test_mcp_token_refuses_to_mint_an_unbound_token(settings: Any, alice: User) -> None:
+    from django.core.management import CommandError, call_command
+
+    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "RESOURCE_URI": None}
+    with pytest.raises(CommandError, match="--resource"):
+        call_command("mcp_token", "--user", "alice", "--scope", "documents:read")
+    assert not AccessToken.objects.exists()

@@ -1,0 +1,327 @@
+"""The security suite: two users, generated data and generated operations.
+
+Hypothesis draws each user's documents and notes (counts, equal and unicode titles, equal creation times) and a
+sequence of operations: full walks with any page size and prefix, reads of random records of either user, the
+other user's cursors, tampered, truncated, extended and spliced cursors, cursors of another prefix or method,
+expired and future-dated cursors, and replays. Invariants, checked after every operation:
+
+- a user never lists, reads or pages into the other user's records;
+- a full walk lists exactly the user's own records (and the shared static resources), each once, in order;
+- every bad cursor gets the same -32602 "Invalid cursor";
+- nothing raises anything but the expected protocol errors (so nothing could become an HTTP 500).
+
+Each example runs in a savepoint that is rolled back, so examples do not see each other's rows.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.test import override_settings
+from django.utils import timezone
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mcp_resources import jsonrpc
+from mcp_resources.cursors import make_cursor
+from mcp_resources.server import MCPServer
+from testproject.library.models import Document, Note
+from tests.listing_support import (
+    SCOPE,
+    DocumentSource,
+    MineSource,
+    NoteSource,
+    assert_invalid_cursor,
+    context,
+    expected_documents,
+    expected_notes,
+    list_page,
+    rpc_error,
+    server_for,
+    uris,
+)
+
+pytestmark = pytest.mark.django_db
+
+T0 = timezone.now() - timedelta(days=3)
+STATICS = ["learn://about", "learn://private-static"]
+PREFIXES = [
+    None,
+    "",
+    "learn://",
+    "learn://documents/",
+    "learn://documents/1",
+    "learn://notes/",
+    "learn://notes/2",
+    "learn://mine/0000",
+    "learn://about",
+    "learn://nothing",
+    "other://",
+]
+
+
+def make_server() -> MCPServer:
+    server = server_for(DocumentSource, NoteSource, MineSource, name="scoping")
+    server.registry.register_resource("learn://about", "about", lambda: "about this server")
+    server.registry.register_resource(
+        "learn://private-static", "private", lambda: "for members", access="protected", required_scopes=(SCOPE,)
+    )
+    return server
+
+
+SERVER = make_server()
+
+
+def expected_inventory(user: Any, prefix: str | None = None) -> list[str]:
+    ids = Document.objects.filter(owner=user, deleted_at__isnull=True).order_by("id").values_list("pk", flat=True)
+    listing = STATICS + expected_documents(user) + expected_notes(user) + [f"learn://mine/{pk:012d}" for pk in ids]
+    return [u for u in listing if u.startswith(prefix or "")]
+
+
+def owned_uris(user: Any) -> set[str]:
+    return set(expected_inventory(user)) - set(STATICS)
+
+
+# Strategies ------------------------------------------------------------------------------------------------
+
+titles = st.one_of(
+    st.sampled_from(["same", "same", "Same", "a", "é", "e\u0301", "漢字", "😀", "a b", "a/b", "%", "100%", "x" * 60]),
+    st.text(st.characters(exclude_categories=("Cs", "Cc")), min_size=1, max_size=24),
+)
+documents = st.lists(st.tuples(titles, st.integers(0, 4)), max_size=12)  # (title, minutes after T0): ties
+notes = st.lists(titles, max_size=8)
+who = st.sampled_from(["alice", "bob"])
+page_sizes = st.integers(1, 6)
+prefixes = st.sampled_from(PREFIXES)
+listing_prefixes = st.sampled_from([None, "learn://", "learn://documents/", "learn://notes/", "learn://mine/"])
+
+operations = st.one_of(
+    st.tuples(st.just("walk"), who, page_sizes, prefixes),
+    st.tuples(st.just("read"), who, who, st.integers(0, 40)),
+    st.tuples(st.just("foreign-cursor"), who, page_sizes, prefixes),
+    st.tuples(st.just("tamper"), who, page_sizes, st.integers(0, 10_000), st.integers(1, 63)),
+    st.tuples(st.just("truncate"), who, page_sizes, st.integers(1, 10_000)),
+    st.tuples(st.just("extend"), who, page_sizes, st.sampled_from(["A", "AA", "AAAA", "=", "==", " ", "\n", ".x"])),
+    st.tuples(st.just("splice"), who, page_sizes, st.booleans(), st.integers(1, 10_000)),
+    st.tuples(st.just("cross-prefix"), who, st.integers(1, 2), listing_prefixes, listing_prefixes),
+    st.tuples(st.just("cross-method"), who, page_sizes),
+    st.tuples(st.just("expired"), who, page_sizes, st.sampled_from([-16 * 60, -15 * 60 - 2, 60, 3600])),
+    st.tuples(st.just("replay"), who, page_sizes, prefixes),
+    st.tuples(st.just("delete"), who, st.integers(0, 40)),
+)
+
+B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+
+# The suite ---------------------------------------------------------------------------------------------------
+
+
+class World:
+    """Both users, their rows, and helpers that check every answer against the invariants."""
+
+    def __init__(self, docs: dict[str, list[tuple[str, int]]], note_titles: dict[str, list[str]]) -> None:
+        user_model = get_user_model()
+        self.users = {name: user_model.objects.create_user(name) for name in ("alice", "bob")}
+        for name, user in self.users.items():
+            Document.objects.bulk_create(
+                Document(owner=user, title=title, body=f"{name}'s body {i}", created=T0 + timedelta(minutes=m))
+                for i, (title, m) in enumerate(docs[name])
+            )
+            Note.objects.bulk_create(
+                Note(owner=user, title=t, text=f"{name}'s note {i}") for i, t in enumerate(note_titles[name])
+            )
+
+    def other(self, name: str) -> str:
+        return "bob" if name == "alice" else "alice"
+
+    def ctx(self, name: str) -> Any:
+        return context(self.users[name])
+
+    def page(self, name: str, page_size: int, **params: Any) -> dict[str, Any]:
+        with override_settings(MCP_RESOURCES={"PAGE_SIZE": page_size}):
+            page = list_page(SERVER, self.ctx(name), **params)
+        self.check_page(name, page)
+        return page
+
+    def check_page(self, name: str, page: dict[str, Any]) -> None:
+        foreign = owned_uris(self.users[self.other(name)])
+        listed = uris([page])
+        assert not foreign & set(listed), "listed another user's records"
+        assert set(listed) <= owned_uris(self.users[name]) | set(STATICS)
+        assert (page["cacheScope"], page["ttlMs"]) == ("private", 0)
+
+    def walk(self, name: str, page_size: int, prefix: str | None) -> list[dict[str, Any]]:
+        pages = [self.page(name, page_size, prefix=prefix)]
+        while "nextCursor" in pages[-1]:
+            pages.append(self.page(name, page_size, prefix=prefix, cursor=pages[-1]["nextCursor"]))
+            assert len(pages) < 200
+        listed = uris(pages)
+        assert listed == expected_inventory(self.users[name], prefix)
+        assert len(set(listed)) == len(listed)
+        return pages
+
+    def some_cursor(self, name: str, page_size: int, prefix: str | None = None) -> str | None:
+        return self.page(name, page_size, prefix=prefix).get("nextCursor")
+
+    def assert_refused(self, name: str, page_size: int, cursor: Any, prefix: str | None = None) -> None:
+        with override_settings(MCP_RESOURCES={"PAGE_SIZE": page_size}):
+            assert_invalid_cursor(lambda: list_page(SERVER, self.ctx(name), cursor=cursor, prefix=prefix))
+
+    def read(self, name: str, uri: str) -> dict[str, Any]:
+        return SERVER.call("resources/read", {"uri": uri}, self.ctx(name))
+
+
+def run(world: World, op: tuple[Any, ...]) -> None:
+    kind, name = op[0], op[1]
+    if kind == "walk":
+        world.walk(name, op[2], op[3])
+    elif kind == "read":
+        whose, index = op[2], op[3]
+        targets = sorted(owned_uris(world.users[whose]))
+        if not targets:
+            return
+        uri = targets[index % len(targets)]
+        if whose == name:
+            contents = world.read(name, uri)["contents"]
+            assert contents[0]["uri"] == uri
+            assert f"{name}'s" in contents[0]["text"]
+        else:
+            refused = rpc_error(lambda: world.read(name, uri))
+            missing_uri = uri.rsplit("/", 1)[0] + "/999999999"
+            missing = rpc_error(lambda: world.read(name, missing_uri))
+            assert (
+                (refused.code, refused.message)
+                == (missing.code, missing.message)
+                == (
+                    jsonrpc.INVALID_PARAMS,
+                    "Resource not found",
+                )
+            )
+            assert refused.data == {"uri": uri}
+            assert missing.data == {"uri": missing_uri}
+    elif kind == "foreign-cursor":
+        cursor = world.some_cursor(world.other(name), op[2], op[3])
+        if cursor is not None:
+            world.assert_refused(name, op[2], cursor, op[3])
+    elif kind == "tamper":
+        cursor = world.some_cursor(name, op[2])
+        if cursor is not None:
+            i = op[3] % len(cursor)
+            changed = B64[(B64.index(cursor[i]) + op[4]) % 64]
+            world.assert_refused(name, op[2], cursor[:i] + changed + cursor[i + 1 :])
+    elif kind == "truncate":
+        cursor = world.some_cursor(name, op[2])
+        if cursor is not None:
+            world.assert_refused(name, op[2], cursor[: len(cursor) - 1 - op[3] % len(cursor)])
+    elif kind == "extend":
+        cursor = world.some_cursor(name, op[2])
+        if cursor is not None:
+            world.assert_refused(name, op[2], cursor + op[3])
+            world.assert_refused(name, op[2], op[3] + cursor)
+    elif kind == "splice":
+        mine = world.walk(name, op[2], None)
+        cursors = [p["nextCursor"] for p in mine if "nextCursor" in p]
+        partner = world.some_cursor(world.other(name), op[2]) if op[3] else (cursors[-1] if cursors else None)
+        if cursors and partner is not None and partner != cursors[0]:
+            first = cursors[0]
+            cut = 1 + op[4] % (min(len(first), len(partner)) - 1)
+            for spliced in {first[:cut] + partner[cut:], partner[:cut] + first[cut:]} - {first, partner}:
+                world.assert_refused(name, op[2], spliced)
+    elif kind == "cross-prefix":
+        cursor = world.some_cursor(name, op[2], op[3])
+        if cursor is not None and (op[3] or "") != (op[4] or ""):
+            world.assert_refused(name, op[2], cursor, op[4])
+    elif kind == "cross-method":
+        cursor = world.some_cursor(name, op[2])
+        if cursor is not None:
+            error = rpc_error(lambda: SERVER.call("resources/templates/list", {"cursor": cursor}, world.ctx(name)))
+            assert (error.code, error.message) == (jsonrpc.INVALID_PARAMS, "Invalid cursor")
+    elif kind == "expired":
+        # A cursor sealed with the server's own key and binding, but for a traversal that began outside the window.
+        binding = SERVER._binding("resources/list", world.ctx(name), "")
+        cursor = make_cursor(SERVER.codec, binding, ["documents", None], time.time() + op[3])
+        world.assert_refused(name, op[2], cursor)
+        # The same cursor minted for now is accepted: only the start time differs.
+        fresh = make_cursor(SERVER.codec, binding, ["documents", None], time.time())
+        with override_settings(MCP_RESOURCES={"PAGE_SIZE": op[2]}):
+            page = list_page(SERVER, world.ctx(name), cursor=fresh)
+        world.check_page(name, page)
+    elif kind == "replay":
+        cursor = world.some_cursor(name, op[2], op[3])
+        if cursor is not None:
+            first = world.page(name, op[2], cursor=cursor, prefix=op[3])
+            again = world.page(name, op[2], cursor=cursor, prefix=op[3])
+            assert uris([first]) == uris([again])
+    elif kind == "delete":
+        rows = list(Document.objects.filter(owner=world.users[name]).order_by("id"))
+        if rows:
+            rows[op[2] % len(rows)].delete()
+    else:  # pragma: no cover
+        raise AssertionError(kind)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(
+    docs_a=documents,
+    docs_b=documents,
+    notes_a=notes,
+    notes_b=notes,
+    ops=st.lists(operations, min_size=1, max_size=8),
+)
+def test_users_never_see_or_page_into_each_others_records(docs_a, docs_b, notes_a, notes_b, ops):
+    with transaction.atomic():
+        world = World({"alice": docs_a, "bob": docs_b}, {"alice": notes_a, "bob": notes_b})
+        for op in ops:
+            run(world, op)
+        # Whatever happened, each user's full walk is still exactly their own inventory.
+        for name in ("alice", "bob"):
+            world.walk(name, 3, None)
+        transaction.set_rollback(True)
+
+
+@settings(max_examples=25, deadline=None)
+@given(page_size=page_sizes, docs=documents, cut=st.integers(0, 10_000), junk=st.text(max_size=40))
+def test_every_mutation_of_a_real_cursor_is_refused_the_same_way(page_size, docs, cut, junk):
+    with transaction.atomic():
+        world = World({"alice": docs, "bob": []}, {"alice": ["n"] * 7, "bob": []})
+        cursor = world.some_cursor("alice", page_size)
+        assert cursor is not None
+        i = cut % len(cursor)
+        variants = {
+            cursor[:i] + junk + cursor[i:],
+            cursor[:i] + cursor[i + 1 :],
+            cursor[:i] + junk + cursor[i + 1 :],
+            cursor.upper(),
+            cursor.lower(),
+            cursor[::-1],
+            cursor.replace("-", "+").replace("_", "/"),
+        } - {cursor}
+        for variant in variants:
+            world.assert_refused("alice", page_size, variant)
+            world.assert_refused("bob", page_size, variant)
+        world.assert_refused("bob", page_size, cursor)
+        # The original still works for its owner.
+        assert world.page("alice", page_size, cursor=cursor)["resources"]
+        transaction.set_rollback(True)
+
+
+def test_anonymous_callers_and_unscoped_tokens_get_no_inventory():
+    """Outside hypothesis: the whole list needs a caller, and a caller without the scope sees no source."""
+    from mcp_resources.exceptions import AuthenticationRequired, InsufficientScope
+
+    user = get_user_model().objects.create_user("carol")
+    Document.objects.create(owner=user, title="t")
+    with pytest.raises(AuthenticationRequired):
+        list_page(SERVER, context(None))
+    with pytest.raises(InsufficientScope):
+        list_page(SERVER, context(user, scopes=("profile",)))
+    # resources/read checks access again: no scope, no read, even for the owner.
+    with pytest.raises(InsufficientScope):
+        SERVER.call(
+            "resources/read", {"uri": f"learn://documents/{Document.objects.get().pk}"}, context(user, scopes=())
+        )
