@@ -16,8 +16,12 @@ class SimpleMCPResourcesConfig(AppConfig):
     def ready(self) -> None:
         from mcp_resources import checks  # noqa: F401 - registers the system checks
         from mcp_resources.registry import site
+        from mcp_resources.subscriptions.broker import notify_resource_list_changed
+        from mcp_resources.subscriptions.signals import ModelChangeNotifier
 
         site.freeze()
+        ModelChangeNotifier(site).connect()
+        site.add_listener(lambda event, uri: notify_resource_list_changed())
 
 
 class MCPResourcesConfig(SimpleMCPResourcesConfig):

@@ -29,6 +29,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
 from mcp_resources import jsonrpc
 from mcp_resources.conf import mcp_settings
+from mcp_resources.server import MCPServer
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -40,18 +41,26 @@ ASGIApp = Callable[..., Awaitable[None]]
 class MCPApplication:
     """Serve ``path`` with the MCP view in one thread hop; delegate everything else to ``fallback``."""
 
-    def __init__(self, fallback: ASGIApp, path: str = "/mcp", view: Callable[..., HttpResponseBase] | None = None):
+    def __init__(self, fallback: ASGIApp, path: str = "/mcp", server: MCPServer | None = None):
         from mcp_resources.transport import MCPView
 
         self.fallback = fallback
         self.path = path
-        self.view = view or MCPView.as_view()
+        self.view = MCPView.as_view(server=server)
+        self.streams = MCPView(server=server)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] != self.path:
             await self.fallback(scope, receive, send)
             return
+        headers = dict(scope.get("headers") or [])
+        if scope["method"] == "GET" and b"mcp-session-id" in headers:
+            await self._stream(scope, receive, send, b"", self.streams.prepare_session_stream)
+            return
         body = await self._read_body(receive, mcp_settings.max_request_bytes)
+        if body is not None and scope["method"] == "POST" and headers.get(b"mcp-method") == b"subscriptions/listen":
+            await self._stream(scope, receive, send, body, self.streams.prepare_listen)
+            return
         if body is None:
             error = jsonrpc.InvalidRequest("Request body too large", request_id=None)
             response: HttpResponseBase = HttpResponse(
@@ -61,6 +70,25 @@ class MCPApplication:
             request = ASGIRequest(scope, io.BytesIO(body))
             response = await sync_to_async(self._handle, thread_sensitive=False)(request)
         await self._send(response, send)
+
+    async def _stream(
+        self, scope: Scope, receive: Receive, send: Send, body: bytes, prepare: Callable[[HttpRequest], Any]
+    ) -> None:
+        from mcp_resources.subscriptions.streams import Stream, StreamPlan
+
+        request = ASGIRequest(scope, io.BytesIO(body))
+        outcome = await sync_to_async(self._prepared, thread_sensitive=False)(prepare, request)
+        if isinstance(outcome, StreamPlan):
+            await Stream(outcome, receive, send).serve()
+        else:
+            await self._send(outcome, send)
+
+    def _prepared(self, prepare: Callable[[HttpRequest], Any], request: HttpRequest) -> Any:
+        signals.request_started.send(sender=type(self), scope=getattr(request, "scope", None))
+        try:
+            return prepare(request)
+        finally:
+            signals.request_finished.send(sender=type(self))
 
     @staticmethod
     async def _read_body(receive: Receive, limit: int) -> bytes | None:

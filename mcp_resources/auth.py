@@ -227,6 +227,7 @@ class OAuth2Authentication(BaseAuthentication):
             scopes=expand_scopes(entry.scope.split(), mcp_settings.scope_hierarchy),
             audience=audience,
             authenticated=True,
+            expires_at=entry.expires_at,
         )
         request.auth = principal  # type: ignore[attr-defined]
         return principal

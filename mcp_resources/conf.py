@@ -31,6 +31,13 @@ DEFAULTS: dict[str, Any] = {
     "RESULT_MAX_BYTES": 1024 * 1024,
     "LIST_DEADLINE_SECONDS": 10.0,
     "STATIC_LIST_TTL_MS": 0,
+    "SUBSCRIPTIONS": True,
+    "CHANNEL_LAYER": "default",
+    "STREAMS_PER_CALLER": 10,
+    "URIS_PER_LISTEN": 100,
+    "STREAM_QUEUE_SIZE": 100,
+    "STREAM_SEND_TIMEOUT_SECONDS": 10.0,
+    "KEEPALIVE_SECONDS": 15.0,
     # OAuth resource server (docs/oauth.md)
     "SUBJECT_FIELD": "pk",
     "ACCEPT_TOKENS_WITHOUT_RESOURCE": False,
@@ -161,6 +168,34 @@ class Settings:
     def token_cache_size(self) -> int:
         """Most tokens held by the per-process cache (least recently used ones are dropped)."""
         return max(0, int(self._get("TOKEN_CACHE_SIZE") or 0))
+
+    @property
+    def subscriptions(self) -> bool:
+        return bool(self._get("SUBSCRIPTIONS"))
+
+    @property
+    def channel_layer(self) -> str:
+        return str(self._get("CHANNEL_LAYER"))
+
+    @property
+    def streams_per_caller(self) -> int:
+        return int(self._get("STREAMS_PER_CALLER"))
+
+    @property
+    def uris_per_listen(self) -> int:
+        return int(self._get("URIS_PER_LISTEN"))
+
+    @property
+    def stream_queue_size(self) -> int:
+        return int(self._get("STREAM_QUEUE_SIZE"))
+
+    @property
+    def stream_send_timeout(self) -> float:
+        return float(self._get("STREAM_SEND_TIMEOUT_SECONDS"))
+
+    @property
+    def keepalive_seconds(self) -> float:
+        return float(self._get("KEEPALIVE_SECONDS"))
 
     @property
     def max_page_bytes(self) -> int:

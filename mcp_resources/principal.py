@@ -19,6 +19,7 @@ class Principal:
     scopes: frozenset[str] = field(default_factory=frozenset)
     audience: tuple[str, ...] = ()
     authenticated: bool = False
+    expires_at: float | None = field(default=None, compare=False)
 
     @classmethod
     def anonymous(cls) -> Principal:

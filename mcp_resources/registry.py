@@ -123,8 +123,17 @@ class ResourceRegistry:
             subscribe=subscribe,
             size=size,
         )
+        from mcp_resources.subscriptions.broker import notify_resource_updated
+        from mcp_resources.subscriptions.live import LiveSubscription
+
+        live = LiveSubscription(resource, notify_resource_updated)
+        resource.live = live
         with self._lock:
+            previous = self._resources.get(uri)
             self._resources[uri] = resource
+        if previous is not None:
+            self._stop_live(previous)  # the previous teardown runs first; the baseline starts afresh
+        live.start()
         self._emit("registered", uri)
 
         def unregister() -> None:
@@ -132,15 +141,26 @@ class ResourceRegistry:
                 if self._resources.get(uri) is not resource:
                     return
                 del self._resources[uri]
+            self._stop_live(resource)
             self._emit("unregistered", uri)
 
         return unregister
 
+    def _stop_live(self, resource: RegisteredResource) -> None:
+        if resource.live is not None:
+            resource.live.stop()
+
+    def live_subscription(self, uri: str) -> Any:
+        """The push state of the code-registered resource at ``uri`` (for tests and diagnostics)."""
+        resource = self._resources.get(uri)
+        return resource.live if resource is not None else None
+
     def unregister_resource(self, uri: str) -> None:
         with self._lock:
-            if uri not in self._resources:
+            resource = self._resources.pop(uri, None)
+            if resource is None:
                 raise NotRegistered(f"no static resource {uri!r} is registered")
-            del self._resources[uri]
+        self._stop_live(resource)
         self._emit("unregistered", uri)
 
     def get_resource(self, uri: str) -> RegisteredResource | None:

@@ -242,6 +242,7 @@ class RegisteredResource:
     subscribe: Callable[[Callable[[], None]], Callable[[], None] | None] | None = None
     size: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    live: Any = field(default=None, repr=False)
 
     @property
     def scopes(self) -> tuple[str, ...]:

@@ -60,6 +60,7 @@ class CallContext:
     protocol_version: str = MODERN_VERSION
     principal: Principal = ANONYMOUS
     client_capabilities: dict[str, Any] = field(default_factory=dict)
+    session_id: str | None = None
 
     @property
     def modern(self) -> bool:
@@ -83,6 +84,8 @@ class MCPServer:
             "resources/list": (self.list_resources, True, True),
             "resources/templates/list": (self.list_templates, True, True),
             "resources/read": (self.read_resource, True, True),
+            "resources/subscribe": (self.subscribe, False, True),
+            "resources/unsubscribe": (self.unsubscribe, False, True),
         }
 
     # Entry point -----------------------------------------------------------------------------------------
@@ -91,6 +94,8 @@ class MCPServer:
         """Run one request and return its result, or raise an :class:`~mcp_resources.jsonrpc.RPCError`,
         :class:`AuthenticationRequired` or :class:`InsufficientScope`."""
         entry = self._handlers.get(method)
+        if method in ("resources/subscribe", "resources/unsubscribe") and not mcp_settings.subscriptions:
+            entry = None
         if entry is None or not (entry[1] if ctx.modern else entry[2]):
             raise jsonrpc.MethodNotFound(f"Method not found: {method}"[:200])
         handler = entry[0]
@@ -118,7 +123,10 @@ class MCPServer:
     def capabilities(self, modern: bool = True) -> dict[str, Any]:
         """Server capabilities; the ``prefix`` list filter is announced as an extension (experimental in legacy)."""
         extension = {PREFIX_EXTENSION: {"methods": ["resources/list", "resources/templates/list"]}}
-        capabilities: dict[str, Any] = {"resources": {}}
+        resources: dict[str, Any] = {}
+        if mcp_settings.subscriptions:
+            resources = {"subscribe": True, "listChanged": True}
+        capabilities: dict[str, Any] = {"resources": resources}
         capabilities["extensions" if modern else "experimental"] = extension
         return capabilities
 
@@ -367,6 +375,85 @@ class MCPServer:
         except ResourceNotFound:
             raise self.not_found(uri, ctx) from None
         return contents, template.mime_type, _template_scope(template)
+
+    # Subscriptions ---------------------------------------------------------------------------------------------
+
+    def check_readable(self, uri: str, ctx: CallContext) -> None:
+        """Raise unless the caller may read ``uri`` now (the same checks as ``resources/read``)."""
+        self._read(uri, ctx)
+
+    def may_read(self, uri: str, ctx: CallContext) -> bool:
+        try:
+            self.check_readable(uri, ctx)
+        except (jsonrpc.RPCError, AuthenticationRequired, InsufficientScope, ResourceError):
+            return False
+        except Exception:
+            logger.exception("access check for %s failed", uri[:200])
+            return False
+        return True
+
+    def _subscription_uri(self, params: dict[str, Any], ctx: CallContext) -> str:
+        uri = params.get("uri")
+        try:
+            return validate_uri(uri)
+        except ValueError as exc:
+            raise jsonrpc.InvalidParams(f"Invalid resource URI: {exc}") from None
+
+    def subscribe(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        """2025-11-25 ``resources/subscribe``: updates go to the session's GET stream."""
+        from mcp_resources.transport.sessions import add_subscription
+
+        uri = self._subscription_uri(params, ctx)
+        self.check_readable(uri, ctx)
+        if ctx.session_id is None:
+            raise jsonrpc.InvalidRequest("resources/subscribe needs a session")
+        if not add_subscription(ctx.session_id, uri, mcp_settings.uris_per_listen):
+            raise jsonrpc.InvalidParams(f"A session may subscribe to at most {mcp_settings.uris_per_listen} URIs")
+        return {}
+
+    def unsubscribe(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        from mcp_resources.transport.sessions import remove_subscription
+
+        uri = self._subscription_uri(params, ctx)
+        if ctx.session_id is None:
+            raise jsonrpc.InvalidRequest("resources/unsubscribe needs a session")
+        remove_subscription(ctx.session_id, uri)
+        return {}
+
+    def prepare_listen(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        """Validate a ``subscriptions/listen`` filter; return the part the server will honour.
+
+        URIs the caller may not read now (unknown, another user's, out of scope) are left out.
+        """
+        if not mcp_settings.subscriptions:
+            raise jsonrpc.MethodNotFound("Method not found: subscriptions/listen")
+        wanted = params.get("notifications")
+        if not isinstance(wanted, dict):
+            raise jsonrpc.InvalidParams("params.notifications must be an object")
+        for flag in ("toolsListChanged", "promptsListChanged", "resourcesListChanged"):
+            if flag in wanted and not isinstance(wanted[flag], bool):
+                raise jsonrpc.InvalidParams(f"notifications.{flag} must be a boolean")
+        honoured: dict[str, Any] = {}
+        if wanted.get("resourcesListChanged") is True:
+            honoured["resourcesListChanged"] = True
+        if "resourceSubscriptions" in wanted:
+            uris = wanted["resourceSubscriptions"]
+            if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
+                raise jsonrpc.InvalidParams("notifications.resourceSubscriptions must be a list of URIs")
+            if len(uris) > mcp_settings.uris_per_listen:
+                raise jsonrpc.InvalidParams(
+                    f"notifications.resourceSubscriptions may hold at most {mcp_settings.uris_per_listen} URIs"
+                )
+            allowed = []
+            for uri in dict.fromkeys(uris):
+                try:
+                    validate_uri(uri)
+                except ValueError:
+                    continue
+                if self.may_read(uri, ctx):
+                    allowed.append(uri)
+            honoured["resourceSubscriptions"] = allowed
+        return honoured
 
 
 @functools.lru_cache(maxsize=8)

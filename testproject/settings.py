@@ -82,6 +82,19 @@ STATIC_URL = "static/"
 
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
+# Change notifications fan out through a channel layer. ``MCP_REDIS_URL`` (e.g. redis://127.0.0.1:6379/0) makes
+# them reach streams served by other processes, and shares legacy sessions through the same Redis.
+if os.environ.get("MCP_REDIS_URL"):
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [os.environ["MCP_REDIS_URL"]], "capacity": 100},
+        }
+    }
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["MCP_REDIS_URL"]}
+    }
+
 # The demo is its own OAuth 2.1 authorization server (docs/oauth.md): authorization code with PKCE (S256 only),
 # RFC 8414 metadata at /.well-known/oauth-authorization-server, the RFC 8707 resource stored on each token,
 # open dynamic client registration (RFC 7591) and client ID metadata documents, as MCP clients use them.

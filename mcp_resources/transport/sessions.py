@@ -61,4 +61,38 @@ def get_session(session_id: str, principal: Principal) -> LegacySession | None:
 
 
 def end_session(session: LegacySession) -> None:
-    caches[mcp_settings.session_cache].delete(_key(session.id))
+    from mcp_resources.subscriptions.broker import SESSION_CONTROL, publish, session_group
+
+    caches[mcp_settings.session_cache].delete_many([_key(session.id), _subscriptions_key(session.id)])
+    publish(session_group(session.id), {"type": SESSION_CONTROL, "op": "end"})
+
+
+def _subscriptions_key(session_id: str) -> str:
+    return _key(session_id) + ":subscriptions"
+
+
+def subscriptions_of(session_id: str) -> list[str]:
+    """The URIs a legacy session subscribed to with ``resources/subscribe``."""
+    return list(caches[mcp_settings.session_cache].get(_subscriptions_key(session_id)) or [])
+
+
+def add_subscription(session_id: str, uri: str, limit: int) -> bool:
+    """Record a subscription and tell the session's GET stream (in whichever process serves it)."""
+    from mcp_resources.subscriptions.broker import SESSION_CONTROL, publish, session_group
+
+    current = subscriptions_of(session_id)
+    if uri not in current:
+        if len(current) >= limit:
+            return False
+        current.append(uri)
+        caches[mcp_settings.session_cache].set(_subscriptions_key(session_id), current, mcp_settings.session_timeout)
+    publish(session_group(session_id), {"type": SESSION_CONTROL, "op": "subscribe", "uri": uri})
+    return True
+
+
+def remove_subscription(session_id: str, uri: str) -> None:
+    from mcp_resources.subscriptions.broker import SESSION_CONTROL, publish, session_group
+
+    current = [u for u in subscriptions_of(session_id) if u != uri]
+    caches[mcp_settings.session_cache].set(_subscriptions_key(session_id), current, mcp_settings.session_timeout)
+    publish(session_group(session_id), {"type": SESSION_CONTROL, "op": "unsubscribe", "uri": uri})

@@ -7,6 +7,7 @@ backend detail reaches the client.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import DisallowedHost, RequestDataTooBig
@@ -20,9 +21,10 @@ from mcp_resources.conf import LEGACY_VERSIONS, MODERN_VERSION, mcp_settings
 from mcp_resources.exceptions import AuthenticationRequired, InsufficientScope
 from mcp_resources.principal import Principal
 from mcp_resources.server import CallContext, MCPServer, default_server, negotiate_version
+from mcp_resources.subscriptions.streams import StreamPlan
 from mcp_resources.transport.headers import PROTOCOL_VERSION_META, check_modern_request, header
 from mcp_resources.transport.origin import origin_allowed
-from mcp_resources.transport.sessions import create_session, end_session, get_session
+from mcp_resources.transport.sessions import create_session, end_session, get_session, owner_of, subscriptions_of
 
 logger = logging.getLogger("mcp_resources.transport")
 
@@ -56,7 +58,8 @@ class MCPView(View):
     def get_server(self) -> MCPServer:
         return self.server or default_server
 
-    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def precheck(self, request: HttpRequest) -> HttpResponse | None:
+        """``Host`` through ``ALLOWED_HOSTS`` and ``Origin`` against DNS rebinding; a response refuses."""
         try:
             request.get_host()
         except DisallowedHost:
@@ -66,6 +69,12 @@ class MCPView(View):
         if origin is not None and not origin_allowed(request, origin):
             logger.warning("refused MCP request from origin %r", origin[:200])
             return error_response(jsonrpc.InvalidRequest("Origin not allowed", request_id=None), 403)
+        return None
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        refused = self.precheck(request)
+        if refused is not None:
+            return refused
         try:
             return super().dispatch(request, *args, **kwargs)  # type: ignore[return-value]
         except Exception:
@@ -188,7 +197,7 @@ class MCPView(View):
             return error_response(error.with_id(message.id), 400)
         if message.is_notification:
             return HttpResponse(status=202)
-        ctx = CallContext(request, session.protocol_version, principal)
+        ctx = CallContext(request, session.protocol_version, principal, session_id=session.id)
         return self.run(message, ctx)
 
     def run(self, message: jsonrpc.Message, ctx: CallContext) -> HttpResponse:
@@ -220,4 +229,93 @@ class MCPView(View):
         return HttpResponse(status=204)
 
     def get(self, request: HttpRequest) -> HttpResponse:
+        # A legacy session's GET stream is served by the ASGI application (mcp_resources.asgi); a WSGI
+        # deployment offers no stream, which the 2025-11-25 transport allows (405).
         return self.http_method_not_allowed(request)
+
+    # Streams (prepared here in a worker thread, served by mcp_resources.asgi) -------------------------------
+
+    def _checker(self, request: HttpRequest, protocol_version: str) -> Callable[[str], bool]:
+        """Re-authenticate the stream's request and re-check read access to ``uri`` (before each update)."""
+
+        def check(uri: str) -> bool:
+            try:
+                principal = self.authenticate(request)
+            except AuthenticationRequired:
+                return False
+            return self.get_server().may_read(uri, CallContext(request, protocol_version, principal))
+
+        return check
+
+    def prepare_listen(self, request: HttpRequest) -> HttpResponse | StreamPlan:
+        """Validate a ``subscriptions/listen`` POST; return the stream's plan or the refusal."""
+        try:
+            return self._prepare_listen(request)
+        except Exception:
+            logger.exception("unexpected error preparing a listen stream")
+            return error_response(jsonrpc.InternalError(request_id=None), 200)
+
+    def _prepare_listen(self, request: HttpRequest) -> HttpResponse | StreamPlan:
+        refused = self.precheck(request)
+        if refused is not None:
+            return refused
+        body = self.read_body(request)
+        if isinstance(body, HttpResponse):
+            return body
+        try:
+            message = jsonrpc.parse_message(body)
+        except jsonrpc.RPCError as exc:
+            return error_response(exc)
+        try:
+            principal = self.authenticate(request)
+        except AuthenticationRequired as exc:
+            return self.auth_failure(request, exc)
+        if message.method is None or message.is_notification:
+            return error_response(jsonrpc.InvalidRequest("subscriptions/listen must be a request", request_id=None))
+        try:
+            version, capabilities = check_modern_request(request, message.method, message.params)
+        except jsonrpc.RPCError as exc:
+            return error_response(exc.with_id(message.id))
+        server = self.get_server()
+        ctx = CallContext(request, version, principal, capabilities)
+        if server.sources() and not principal.authenticated:
+            scopes = [scope for source in server.sources() for scope in source.scopes]
+            return self.auth_failure(request, AuthenticationRequired(scopes), message.id)
+        try:
+            honoured = server.prepare_listen(message.params, ctx)
+        except jsonrpc.RPCError as exc:
+            return error_response(exc.with_id(message.id))
+        return StreamPlan(
+            owner=owner_of(principal),
+            uris=set(honoured.get("resourceSubscriptions", [])),
+            list_changed=bool(honoured.get("resourcesListChanged")),
+            check=self._checker(request, version),
+            subscription_id=message.id,
+            honoured=honoured,
+            expires_at=principal.expires_at,
+        )
+
+    def prepare_session_stream(self, request: HttpRequest) -> HttpResponse | StreamPlan:
+        """Validate a legacy session's GET; return the stream's plan or the refusal (405, 401, 404)."""
+        refused = self.precheck(request)
+        if refused is not None:
+            return refused
+        session_id = header(request, SESSION_HEADER)
+        if session_id is None or not mcp_settings.subscriptions:
+            return self.http_method_not_allowed(request)
+        try:
+            principal = self.authenticate(request)
+        except AuthenticationRequired as exc:
+            return self.auth_failure(request, exc)
+        session = get_session(session_id, principal)
+        if session is None:
+            return error_response(jsonrpc.InvalidRequest("Session not found", request_id=None), 404)
+        return StreamPlan(
+            owner=owner_of(principal),
+            uris=set(subscriptions_of(session.id)),
+            list_changed=True,
+            check=self._checker(request, session.protocol_version),
+            session_id=session.id,
+            expires_at=principal.expires_at,
+            extra_headers=[(SESSION_HEADER.lower().encode(), session.id.encode())],
+        )

@@ -1,0 +1,107 @@
+"""Publishing changes through a channel layer.
+
+Every process that serves streams joins groups on the configured channel layer (``MCP_RESOURCES["CHANNEL_LAYER"]``,
+an alias of ``CHANNEL_LAYERS``). Without ``CHANNEL_LAYERS`` a process-local in-memory layer is used, which
+reaches only streams of the same process: configure ``channels_redis`` for several workers or machines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import threading
+from typing import Any
+
+from asgiref.sync import async_to_sync
+
+from mcp_resources.conf import mcp_settings
+
+logger = logging.getLogger("mcp_resources.subscriptions")
+
+LIST_CHANGED_GROUP = "mcp_resources.list_changed"
+UPDATED = "mcp.resource.updated"
+LIST_CHANGED = "mcp.resource.list_changed"
+SESSION_CONTROL = "mcp.session.control"
+
+_local_layer: Any = None
+_local_lock = threading.Lock()
+
+
+def uri_group(uri: str) -> str:
+    """The group of streams subscribed to ``uri`` (a digest: group names are short ASCII)."""
+    return "mcp_resources.uri." + hashlib.sha256(uri.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+
+
+def session_group(session_id: str) -> str:
+    """The control group of a legacy session's GET stream."""
+    return "mcp_resources.session." + hashlib.sha256(session_id.encode()).hexdigest()[:40]
+
+
+def get_layer() -> Any:
+    """The channel layer used for fan-out."""
+    global _local_layer
+    from django.conf import settings
+
+    if getattr(settings, "CHANNEL_LAYERS", None):
+        from channels.layers import get_channel_layer
+
+        return get_channel_layer(mcp_settings.channel_layer)
+    with _local_lock:
+        if _local_layer is None:
+            from channels.layers import InMemoryChannelLayer
+
+            _local_layer = InMemoryChannelLayer(expiry=60, capacity=mcp_settings.stream_queue_size)
+        return _local_layer
+
+
+_stream_loop: asyncio.AbstractEventLoop | None = None
+
+
+def bind_stream_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Remember the event loop that serves this process's streams (publishing from threads goes through it)."""
+    global _stream_loop
+    _stream_loop = loop
+
+
+def publish(group: str, message: dict[str, Any]) -> None:
+    """Send ``message`` to ``group`` from any thread; failures are logged, never raised."""
+    try:
+        layer = get_layer()
+        loop = _stream_loop
+        if loop is not None and loop.is_running():
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is loop:
+                loop.create_task(apublish(group, message))
+            else:
+                asyncio.run_coroutine_threadsafe(layer.group_send(group, message), loop).result(timeout=10)
+            return
+        if layer is _local_layer:
+            return  # no stream was ever served by this process: nobody to tell
+        async_to_sync(layer.group_send)(group, message)
+    except Exception:
+        logger.exception("could not publish %s", message.get("type"))
+
+
+async def apublish(group: str, message: dict[str, Any]) -> None:
+    try:
+        await get_layer().group_send(group, message)
+    except Exception:
+        logger.exception("could not publish %s", message.get("type"))
+
+
+def notify_resource_updated(uri: str) -> None:
+    """Tell subscribers of ``uri`` that it changed (each delivery re-checks the subscriber's access)."""
+    publish(uri_group(uri), {"type": UPDATED, "uri": uri})
+
+
+def notify_resource_list_changed() -> None:
+    """Tell listeners that the set of static and live resources changed.
+
+    Never call this for records inside a caller's inventory: list changes go to every listener, so they would
+    leak one user's activity to others.
+    """
+    publish(LIST_CHANGED_GROUP, {"type": LIST_CHANGED})
