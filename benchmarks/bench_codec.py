@@ -45,8 +45,8 @@ def main() -> None:
     started = time.time()
     token = make_cursor(codec, binding, position, started)
     payload = codec.open(token)
-    data = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
-    aad = b"mcp-resources-cursor/v1/" + b"kid!"
+    data = json.dumps(payload, separators=(",", ":")).encode()  # the codec's serialization (insertion order)
+    aad = b"mcp-resources-cursor/v2/" + b"kid!"
     aead = AESGCM(os.urandom(32))
 
     def raw() -> bytes:

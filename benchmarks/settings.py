@@ -8,8 +8,8 @@ Driven by environment variables that ``benchmarks/run.py`` sets for every script
 - ``MCP_BENCH_CURSOR_KEY``: a shared ``CURSOR_KEYS`` secret, so cursors sealed by the benchmark are valid in the
   servers it starts (the same setting several workers need in production);
 - ``MCP_BENCH_TOKEN_CACHE_TTL``: ``MCP_RESOURCES["TOKEN_CACHE_TTL"]`` when set (default: the demo's, off);
-- ``MCP_BENCH_CONN_MAX_AGE``: ``none`` (persistent connections, the WSGI default here) or seconds (``0`` under
-  ASGI, as Django recommends there).
+- ``MCP_BENCH_CONN_MAX_AGE``: ``none`` (persistent connections, the production norm, used by every item) or
+  seconds.
 """
 
 from __future__ import annotations

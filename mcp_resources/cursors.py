@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import json
 import os
@@ -22,11 +23,39 @@ from typing import Any
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-VERSION = 1
+VERSION = 2  # 2: the binding is sealed as one digest
 MAX_CURSOR_LENGTH = 4096
 _KID_LEN = 4
 _NONCE_LEN = 12
 _TAG_LEN = 16
+
+
+# One encoder and decoder for every cursor: ``json.dumps`` with options builds a new encoder on each call.
+# Keys are not sorted: the payload is authenticated as a whole, so its byte layout needs no canonical form.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False, check_circular=False)
+_DECODER = json.JSONDecoder()
+_B64_INDEX = {c: i for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")}
+_FROM_URLSAFE = bytes.maketrans(b"-_", b"+/")
+_TO_URLSAFE = bytes.maketrans(b"+/", b"-_")
+
+
+def _refuse(value: object) -> Any:
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+# The C encoder that ``JSONEncoder.encode`` builds anew on every call, built once (same output).
+_make_c_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
+_c_encode = (
+    _make_c_encoder(None, _refuse, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, False)
+    if _make_c_encoder is not None
+    else None
+)
+
+
+def _dumps(payload: dict[str, Any]) -> bytes:
+    if _c_encode is None:  # pragma: no cover - CPython always has the C encoder
+        return _ENCODER.encode(payload).encode()
+    return "".join(_c_encode(payload, 0)).encode()
 
 
 class InvalidCursor(Exception):
@@ -37,6 +66,7 @@ class InvalidCursor(Exception):
 class _Key:
     kid: bytes
     aead: AESGCM
+    aad: bytes
 
 
 def _derive(secret: str | bytes) -> _Key:
@@ -45,7 +75,7 @@ def _derive(secret: str | bytes) -> _Key:
         raise ValueError("a cursor key must be at least 16 bytes of secret material")
     key = hashlib.sha256(b"mcp-resources-cursor-key\x00" + raw).digest()
     kid = hashlib.sha256(b"mcp-resources-cursor-kid\x00" + key).digest()[:_KID_LEN]
-    return _Key(kid, AESGCM(key))
+    return _Key(kid, AESGCM(key), _aad(kid))
 
 
 _process_key: _Key | None = None
@@ -70,41 +100,51 @@ class CursorCodec:
         self._keys = {k.kid: k for k in keys}
 
     def seal(self, payload: dict[str, Any]) -> str:
-        data = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
         nonce = os.urandom(_NONCE_LEN)
         key = self._encrypt_key
-        sealed = key.aead.encrypt(nonce, data, _aad(key.kid))
-        return base64.urlsafe_b64encode(key.kid + nonce + sealed).rstrip(b"=").decode("ascii")
+        sealed = key.aead.encrypt(nonce, _dumps(payload), key.aad)
+        encoded = binascii.b2a_base64(key.kid + nonce + sealed, newline=False)
+        return encoded.translate(_TO_URLSAFE).rstrip(b"=").decode("ascii")
 
     def open(self, token: object) -> dict[str, Any]:
         if not isinstance(token, str) or not (0 < len(token) <= MAX_CURSOR_LENGTH):
             raise InvalidCursor()
-        try:
-            raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        except (binascii.Error, ValueError) as exc:
-            raise InvalidCursor() from exc
-        # The decoder skips foreign characters, accepts '+' and '/' and ignores unused trailing bits: only the
-        # canonical encoding is a cursor, so a token cannot be altered and still be accepted.
-        if base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii") != token:
-            raise InvalidCursor()
+        raw = _decode_token(token)
         if len(raw) < _KID_LEN + _NONCE_LEN + _TAG_LEN:
             raise InvalidCursor()
-        kid, nonce, sealed = (
-            raw[:_KID_LEN],
-            raw[_KID_LEN : _KID_LEN + _NONCE_LEN],
-            raw[_KID_LEN + _NONCE_LEN :],
-        )
-        key = self._keys.get(kid)
+        key = self._keys.get(raw[:_KID_LEN])
         if key is None:
             raise InvalidCursor()
         try:
-            data = key.aead.decrypt(nonce, sealed, _aad(kid))
-            payload = json.loads(data)
+            data = key.aead.decrypt(raw[_KID_LEN : _KID_LEN + _NONCE_LEN], raw[_KID_LEN + _NONCE_LEN :], key.aad)
+            text = data.decode()
+            payload, end = _DECODER.raw_decode(text)
         except (InvalidTag, ValueError) as exc:
             raise InvalidCursor() from exc
+        if end != len(text):
+            raise InvalidCursor()
         if not isinstance(payload, dict) or payload.get("v") != VERSION:
             raise InvalidCursor()
         return payload
+
+
+def _decode_token(token: str) -> bytes:
+    """The bytes of a canonical unpadded URL-safe base64 token; raise :class:`InvalidCursor` for any other."""
+    # Only the canonical encoding is a cursor, so a token cannot be altered and still be accepted: the
+    # URL-safe alphabet without padding ('+', '/' and '=' are refused here, any other foreign character by the
+    # strict decoder), a length a whole number of bytes can have, and zero unused bits in the last character
+    # (which the decoder would ignore). Together these are exactly "re-encoding the bytes gives the token".
+    remainder = len(token) % 4
+    if remainder == 1 or "+" in token or "/" in token or "=" in token:
+        raise InvalidCursor()
+    if remainder and _B64_INDEX.get(token[-1], 1) & (0b1111 if remainder == 2 else 0b11):
+        raise InvalidCursor()
+    try:
+        padded = (token + "=" * (-remainder % 4)).encode("ascii")
+        raw = binascii.a2b_base64(padded.translate(_FROM_URLSAFE), strict_mode=True)
+    except (binascii.Error, ValueError) as exc:  # UnicodeEncodeError is a ValueError
+        raise InvalidCursor() from exc
+    return raw
 
 
 def _aad(kid: bytes) -> bytes:
@@ -122,35 +162,24 @@ def fingerprint(*parts: str) -> str:
 
 @dataclass(frozen=True)
 class Binding:
-    """What a traversal's cursors are bound to."""
+    """What a traversal's cursors are bound to (sealed as one digest of the four parts)."""
 
     method: str
     prefix: str
     principal: str
     sources: str
 
+    @functools.cached_property
+    def digest(self) -> str:
+        return fingerprint(self.method, self.prefix, self.principal, self.sources)
+
     def matches(self, payload: dict[str, Any]) -> bool:
-        return (
-            payload.get("m") == self.method
-            and payload.get("p") == self.prefix
-            and payload.get("u") == self.principal
-            and payload.get("s") == self.sources
-        )
+        return payload.get("b") == self.digest
 
 
 def make_cursor(codec: CursorCodec, binding: Binding, position: Any, started: float) -> str:
     """Seal ``position`` for the next page of the traversal that began at ``started`` (epoch seconds)."""
-    return codec.seal(
-        {
-            "v": VERSION,
-            "m": binding.method,
-            "p": binding.prefix,
-            "u": binding.principal,
-            "s": binding.sources,
-            "t": int(started),
-            "pos": position,
-        }
-    )
+    return codec.seal({"v": VERSION, "b": binding.digest, "t": int(started), "pos": position})
 
 
 def read_cursor(

@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING, Any
 from mcp_resources import jsonrpc
 from mcp_resources.pagination import (
     BadPosition,
+    RowKey,
     decode_position,
-    encode_position,
-    keyset_page,
+    keyset_queryset,
     prefix_variables,
+    resolve_field,
     statement_timeout,
 )
 from mcp_resources.resources import InventoryPage, ModelResourceTemplate, ResourceTemplate
@@ -145,29 +146,59 @@ def model_page(
             queryset = queryset.filter(**filters)
         except (ValueError, TypeError):
             return [], False
-    try:
-        position = decode_position(template.model, ordering, after) if after is not None else None
-    except BadPosition as exc:
-        raise PositionError(str(exc)) from exc
+    if isinstance(after, RowKey):
+        position: list[Any] | None = list(after.values)  # this page's own previous batch: already Python values
+    else:
+        try:
+            position = decode_position(template.model, ordering, after) if after is not None else None
+        except BadPosition as exc:
+            raise PositionError(str(exc)) from exc
     remaining_ms = int((deadline - time.monotonic()) * 1000)
     if remaining_ms <= 0:
         raise DeadlineExceeded()
+    plan = template.list_plan()
     try:
-        with statement_timeout(queryset.db, remaining_ms):
-            rows, has_more = keyset_page(queryset, ordering, position, limit)
+        query = keyset_queryset(queryset, ordering, position, limit)
+        if plan is not None:
+            query = query.values_list(*plan.columns)
+        elif template.list_fields is not None:
+            query = query.only(*_only_fields(template))
+        with statement_timeout(query.db, remaining_ms):
+            rows = list(query)
     except (ValueError, TypeError):
         # A completed prefix variable that does not fit the field's type names no record.
         return [], False
+    has_more = len(rows) > limit
+    del rows[limit:]
     entries: list[Entry] = []
-    for obj in rows:
-        resource = template.get_resource(request, obj)
-        if prefix and not resource["uri"].startswith(prefix):
-            continue
-        entries.append((encode_position(obj, ordering), resource))
-    if not entries and has_more and rows:
+    if plan is not None:
+        at = plan.ordering
+        for row in rows:
+            resource = plan.resource(row)
+            if prefix and not resource["uri"].startswith(prefix):
+                continue
+            entries.append((RowKey(tuple([row[i] for i in at])), resource))
+        last = RowKey(tuple([rows[-1][i] for i in at])) if rows else None
+    else:
+        attnames = [resolve_field(template.model, name).attname if name != "pk" else "pk" for name in ordering]
+        for obj in rows:
+            resource = template.get_resource(request, obj)
+            if prefix and not resource["uri"].startswith(prefix):
+                continue
+            entries.append((RowKey(tuple([getattr(obj, a) for a in attnames])), resource))
+        last = RowKey(tuple([getattr(rows[-1], a) for a in attnames])) if rows else None
+    if not entries and has_more and last is not None:
         # Every row of this batch fell outside the prefix after encoding: continue after the last one.
-        return [(encode_position(rows[-1], ordering), {})], True
+        return [(last, {})], True
     return entries, has_more
+
+
+def _only_fields(template: ModelResourceTemplate) -> list[str]:
+    """``list_fields`` plus what the listing itself reads: ordering fields and the lookups' first fields."""
+    assert template.model is not None
+    names = [*(template.list_fields or ()), *template.ordering]
+    names += [lookup.split("__", 1)[0] for lookup in template.get_lookups().values()]
+    return list(dict.fromkeys(names))
 
 
 def source_page(
@@ -186,6 +217,22 @@ def source_page(
         raise PositionError("generic sources take string keys")
     raw = template.list(request, after=after, limit=limit, prefix=prefix, deadline=deadline)
     return validate_page(template, raw, after=after, limit=limit, prefix=prefix, seen=seen)
+
+
+def _entry_size(resource: dict[str, Any]) -> int:
+    """Bytes one resource adds to the result: its JSON and a separating comma."""
+    return len(jsonrpc.dumps(resource)) + 1
+
+
+def _batch_size(resources: list[dict[str, Any]]) -> int:
+    """Exactly ``sum(_entry_size(r) for r in resources)``, with one encoding: ``[a,b]`` is 1 byte shorter."""
+    return len(jsonrpc.dumps(resources)) - 1 if resources else 0
+
+
+def _encoded(position: list[Any]) -> list[Any]:
+    """A position with its key JSON-safe, as a cursor holds it."""
+    phase, key = position
+    return [phase, key.encode() if isinstance(key, RowKey) else key]
 
 
 class Traversal:
@@ -264,42 +311,50 @@ class Traversal:
         phases = self._phases()
         index, after = self._start(position)
         resources: list[dict[str, Any]] = []
-        starts: list[list[Any]] = []  # the position at which each listed resource starts
-        sizes: list[int] = []
+        starts: list[list[Any]] = []  # the position at which each listed resource starts (keys not yet encoded)
         used = self.base_bytes
         self._seen = set()
 
         def done(next_position: list[Any] | None) -> PageResult:
             # The next cursor counts against the byte bound too: give back entries until it fits.
             nonlocal used
-            while next_position is not None and used + self.cursor_bytes(next_position) > self.max_bytes:
+            while next_position is not None and used + self.cursor_bytes(_encoded(next_position)) > self.max_bytes:
                 if len(resources) <= 1:
                     raise InventoryError("a single resource and its cursor cannot fit in a page")
-                resources.pop()
-                used -= sizes.pop()
+                used -= _entry_size(resources.pop())
                 next_position = starts.pop()
-            return PageResult(resources, next_position)
+            return PageResult(resources, None if next_position is None else _encoded(next_position))
 
         while index < len(phases):
             remaining = self.limit - len(resources)
             entries, has_more = self._fetch(index, after, remaining)
-            for key, resource in entries:
-                if not resource:  # a skip marker: nothing listable in this batch
+            phase = phases[index]
+            batch = [resource for _, resource in entries]
+            total = _batch_size(batch) if all(batch) else None
+            if total is not None and used + total <= self.max_bytes:
+                # The whole batch fits (the usual case): one encoding measures it exactly.
+                for key, resource in entries:
+                    starts.append([phase, after])
+                    resources.append(resource)
                     after = key
-                    continue
-                size = len(jsonrpc.dumps(resource)) + 1
-                if used + size > self.max_bytes:
-                    if not resources:
-                        raise InventoryError(f"a single resource ({size} bytes) cannot fit in a page")
-                    return done([phases[index], after])
-                starts.append([phases[index], after])
-                sizes.append(size)
-                used += size
-                resources.append(resource)
-                after = key
+                used += total
+            else:
+                for key, resource in entries:
+                    if not resource:  # a skip marker: nothing listable in this batch
+                        after = key
+                        continue
+                    size = _entry_size(resource)
+                    if used + size > self.max_bytes:
+                        if not resources:
+                            raise InventoryError(f"a single resource ({size} bytes) cannot fit in a page")
+                        return done([phase, after])
+                    starts.append([phase, after])
+                    used += size
+                    resources.append(resource)
+                    after = key
             if has_more:
                 if len(resources) >= self.limit:
-                    return done([phases[index], after])
+                    return done([phase, after])
                 continue  # a short batch (filtered by the prefix): keep reading this phase
             index, after = index + 1, None
             if len(resources) >= self.limit:

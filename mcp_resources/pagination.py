@@ -71,17 +71,46 @@ def keyset_filter(names: Sequence[str], values: Sequence[Any]) -> Q:
     return condition
 
 
+def json_value(value: Any) -> Any:
+    """An ordering value as a JSON-safe value for a cursor."""
+    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID | decimal.Decimal):
+        return str(value)
+    return value
+
+
 def encode_position(obj: models.Model, ordering: Sequence[str]) -> list[Any]:
     """The ordering values of ``obj`` as JSON-safe values for a cursor."""
-    values = []
-    for name in ordering:
-        value = obj.pk if name == "pk" else getattr(obj, resolve_field(type(obj), name).attname)
-        if isinstance(value, datetime.datetime | datetime.date | datetime.time):
-            value = value.isoformat()
-        elif isinstance(value, uuid.UUID | decimal.Decimal):
-            value = str(value)
-        values.append(value)
-    return values
+    return [json_value(value) for value in position_values(obj, ordering)]
+
+
+def position_values(obj: models.Model, ordering: Sequence[str]) -> tuple[Any, ...]:
+    """The ordering values of ``obj`` as Python values."""
+    return tuple(obj.pk if name == "pk" else getattr(obj, resolve_field(type(obj), name).attname) for name in ordering)
+
+
+class RowKey:
+    """The keyset position of one listed row, kept as Python values and encoded only when a cursor needs it.
+
+    A page lists up to 100 rows and a cursor needs one position: encoding is deferred to :meth:`encode`.
+    """
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: tuple[Any, ...]) -> None:
+        self.values = values
+
+    def encode(self) -> list[Any]:
+        return [json_value(value) for value in self.values]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RowKey) and other.values == self.values
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"RowKey({self.values!r})"
 
 
 def decode_position(model: type[models.Model], ordering: Sequence[str], raw: Any) -> list[Any]:
@@ -98,23 +127,42 @@ def decode_position(model: type[models.Model], ordering: Sequence[str], raw: Any
     return values
 
 
+def keyset_queryset(
+    queryset: QuerySet[Any], ordering: Sequence[str], after: Sequence[Any] | None, limit: int
+) -> QuerySet[Any]:
+    """The bounded keyset query: rows strictly after ``after`` in ``ordering``, ``limit + 1`` of them at most."""
+    queryset, names = _sort_expressions(queryset, ordering)
+    if after is not None:
+        queryset = queryset.filter(keyset_filter(names, after))
+    return queryset.order_by(*names)[: limit + 1]
+
+
 def keyset_page(
     queryset: QuerySet[Any], ordering: Sequence[str], after: Sequence[Any] | None, limit: int
 ) -> tuple[list[Any], bool]:
     """At most ``limit`` rows strictly after ``after`` in ``ordering``, and whether more exist."""
-    queryset, names = _sort_expressions(queryset, ordering)
-    if after is not None:
-        queryset = queryset.filter(keyset_filter(names, after))
-    rows = list(queryset.order_by(*names)[: limit + 1])
+    rows = list(keyset_queryset(queryset, ordering, after, limit))
     return rows[:limit], len(rows) > limit
 
 
 @contextlib.contextmanager
 def statement_timeout(using: str, milliseconds: int) -> Iterator[None]:
-    """Bound every query inside the block on PostgreSQL (``SET LOCAL statement_timeout``)."""
+    """Bound every query inside the block on PostgreSQL to ``milliseconds``; nothing outlives the block.
+
+    In autocommit mode with client-side parameter binding (Django's default for psycopg 3, and psycopg 2) each
+    query is sent as ``SET LOCAL statement_timeout = N; <query>`` in one simple-protocol message: PostgreSQL runs
+    the message as one implicit transaction, so the timeout applies to the query and ends with it, at no extra
+    round trip. Otherwise (an enclosing transaction, or server-side binding) the block runs in a savepoint or
+    transaction with ``SET LOCAL``, and inside an enclosing transaction the previous value is restored.
+    """
     connection = connections[using]
     if connection.vendor != "postgresql" or milliseconds <= 0:
         yield
+        return
+    connection.ensure_connection()
+    if not connection.in_atomic_block and connection.get_autocommit() and _client_side_binding(connection):
+        with connection.execute_wrapper(_TimeoutPrefix(int(milliseconds))):
+            yield
         return
     # Inside an enclosing transaction (ATOMIC_REQUESTS, tests) SET LOCAL would outlive this block, since releasing
     # a savepoint keeps it: restore the previous value. A rolled-back savepoint undoes the SET by itself.
@@ -130,6 +178,32 @@ def statement_timeout(using: str, milliseconds: int) -> Iterator[None]:
         if previous is not None:
             with connection.cursor() as cursor:
                 cursor.execute("SELECT set_config('statement_timeout', %s, true)", [previous])
+
+
+def _client_side_binding(connection: Any) -> bool:
+    """Whether queries reach PostgreSQL as one simple-protocol message (several statements allowed)."""
+    from django.db.backends.postgresql.psycopg_any import is_psycopg3
+
+    if not is_psycopg3:
+        return True  # psycopg 2 always interpolates on the client
+    return not connection.settings_dict.get("OPTIONS", {}).get("server_side_binding")
+
+
+class _TimeoutPrefix:
+    """An execute wrapper sending ``SET LOCAL statement_timeout`` in the same message as each query."""
+
+    def __init__(self, milliseconds: int) -> None:
+        self.prefix = f"SET LOCAL statement_timeout = {int(milliseconds)}; "
+
+    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: dict[str, Any]) -> Any:
+        if many:
+            return execute(sql, params, many, context)
+        result = execute(self.prefix + sql, params, many, context)
+        cursor = context["cursor"]
+        if cursor.description is None:
+            # psycopg 3 positions the cursor on the first result (the SET): move to the query's.
+            cursor.nextset()
+        return result
 
 
 # Prefix push-down -------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import base64
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import quote
 
 from django.core.exceptions import ObjectDoesNotExist, ValidationError
 from django.db import models
@@ -148,6 +149,12 @@ class ModelResourceTemplate(ResourceTemplate):
 
     ``lookup_fields`` maps template variables to model lookups (default: each variable to the field of the same
     name). ``ordering`` is the keyset for listings and must end in a unique, non-null field.
+
+    Listing cost (both optional): ``name_field`` names the field whose value is the listed ``name`` (default
+    ``None``: ``str(obj)``); when it is set and ``get_resource``, ``get_uri`` and ``get_resource_name`` are not
+    overridden, listings read only the ordering, lookup and name columns and build no model instances.
+    ``list_fields`` declares the fields the overridden listing hooks read: listings then load only those (plus the
+    ordering and lookup fields) with ``QuerySet.only()``.
     """
 
     model: ClassVar[type[models.Model] | None] = None
@@ -155,6 +162,8 @@ class ModelResourceTemplate(ResourceTemplate):
     lookup_fields: ClassVar[Mapping[str, str] | None] = None
     listable: ClassVar[bool] = True
     requires_subject: ClassVar[bool] = True
+    name_field: ClassVar[str | None] = None
+    list_fields: ClassVar[Sequence[str] | None] = None
 
     @property
     def lists_instances(self) -> bool:
@@ -198,11 +207,109 @@ class ModelResourceTemplate(ResourceTemplate):
         return self.compiled.expand(values)
 
     def get_resource_name(self, obj: models.Model) -> str:
+        """The listed ``name`` of ``obj``: the ``name_field`` value when it is set, else ``str(obj)``."""
+        if self.name_field is not None:
+            return str(getattr(obj, self.name_field))
         return str(obj)
+
+    def list_plan(self) -> ListPlan | None:
+        """How the listing reads rows without model instances, or ``None`` when it needs them (computed once)."""
+        try:
+            return self._cached_list_plan
+        except AttributeError:
+            self._cached_list_plan: ListPlan | None = _list_plan(self)
+            return self._cached_list_plan
 
     def read(self, request: HttpRequest, uri: str, variables: Any) -> Any:
         obj = self.get_object(request, variables)
         return self.get_contents(request, obj)
+
+
+@dataclass(frozen=True)
+class ListPlan:
+    """A listing that reads value rows: the columns to select and how each resource is built from a row.
+
+    ``columns`` are ``values_list`` names; ``ordering`` gives the indexes of the ordering values in a row,
+    ``name`` the index of the name; ``uri_parts`` are literal strings or ``(index, safe)`` for a variable.
+    """
+
+    columns: tuple[str, ...]
+    ordering: tuple[int, ...]
+    name: int
+    uri_parts: tuple[str | tuple[int, str], ...]
+    mime_type: str | None
+
+    def uri(self, row: Sequence[Any]) -> str:
+        out = []
+        for part in self.uri_parts:
+            if isinstance(part, str):
+                out.append(part)
+            else:
+                value = row[part[0]]
+                # Integers expand to digits and "-" only, which are never percent-encoded.
+                out.append(str(value) if type(value) is int else quote(str(value), safe=part[1]))
+        return "".join(out)
+
+    def resource(self, row: Sequence[Any]) -> dict[str, Any]:
+        resource: dict[str, Any] = {"uri": self.uri(row), "name": str(row[self.name])[:512]}
+        if self.mime_type:
+            resource["mimeType"] = self.mime_type
+        return resource
+
+
+def _list_plan(template: ModelResourceTemplate) -> ListPlan | None:
+    cls = type(template)
+    if (
+        template.model is None
+        or template.name_field is None
+        or cls.get_resource is not ModelResourceTemplate.get_resource
+        or cls.get_uri is not ModelResourceTemplate.get_uri
+        or cls.get_resource_name is not ModelResourceTemplate.get_resource_name
+    ):
+        return None
+    from mcp_resources.uris import _RESERVED, _UNRESERVED, Literal
+
+    lookups = template.get_lookups()
+    for path in [*lookups.values(), template.name_field]:
+        # A value row holds a relation's key where the hooks would see the related object: only plain fields.
+        if not _plain_field_path(template.model, path):
+            return None
+    columns: list[str] = []
+
+    def column(name: str) -> int:
+        if name not in columns:
+            columns.append(name)
+        return columns.index(name)
+
+    ordering = tuple(column(name) for name in template.ordering)
+    parts: list[str | tuple[int, str]] = []
+    for part in template.compiled.parts:
+        if isinstance(part, Literal):
+            parts.append(part.text)
+        else:
+            # The same safe characters as URITemplate.expand.
+            safe = _UNRESERVED.replace("\\", "") + (_RESERVED.replace("\\", "") + "%" if part.reserved else "")
+            parts.append((column(lookups[part.name]), safe))
+    name = column(template.name_field)
+    return ListPlan(tuple(columns), ordering, name, tuple(parts), template.mime_type)
+
+
+def _plain_field_path(model: type[models.Model], path: str) -> bool:
+    """Whether ``path`` (``a__b``) ends in a concrete, non-relational field (what ``values_list`` returns as is)."""
+    current: Any = model
+    names = path.split("__")
+    for index, name in enumerate(names):
+        try:
+            field_ = current._meta.pk if name == "pk" else current._meta.get_field(name)
+        except Exception:
+            return False
+        last = index == len(names) - 1
+        if last:
+            return bool(getattr(field_, "concrete", False)) and not field_.is_relation
+        if not field_.is_relation or field_.related_model is None or field_.many_to_many or field_.one_to_many:
+            return False
+        current = field_.related_model
+    return False
 
 
 def _resolve(obj: models.Model, lookup: str) -> Any:

@@ -229,6 +229,12 @@ class MCPServer:
             )
         skeleton = {"jsonrpc": "2.0", "id": "x" * 64, "result": skeleton_result}
         cursor_overhead = len(',"nextCursor":""')
+        sealed: list[Any] = [None, None]  # the last position sealed for the byte bound, and its cursor
+
+        def cursor_bytes(pos: list[Any]) -> int:
+            sealed[:] = [pos, make_cursor(self.codec, binding, pos, started)]
+            return cursor_overhead + len(sealed[1])
+
         traversal = Traversal(
             ctx.request,
             static_page=lambda after, n, pfx: self._static_page(ctx, after=after, limit=n, prefix=pfx),
@@ -239,7 +245,7 @@ class MCPServer:
             max_bytes=mcp_settings.max_page_bytes,
             base_bytes=len(jsonrpc.dumps(skeleton)) + 256,
             deadline=time.monotonic() + mcp_settings.list_deadline_seconds,
-            cursor_bytes=lambda pos: cursor_overhead + len(make_cursor(self.codec, binding, pos, started)),
+            cursor_bytes=cursor_bytes,
         )
         try:
             page = traversal.page(position)
@@ -256,7 +262,10 @@ class MCPServer:
             raise jsonrpc.InternalError() from None
         result["resources"] = page.resources
         if page.next_position is not None:
-            cursor = make_cursor(self.codec, binding, page.next_position, started)
+            # The cursor measured for the byte bound is the one to send (sealing it again would only cost time).
+            cursor = sealed[1] if sealed[0] == page.next_position else None
+            if cursor is None:
+                cursor = make_cursor(self.codec, binding, page.next_position, started)
             if len(cursor) > MAX_CURSOR_LENGTH:
                 # A cursor that could never be opened again would strand the client: fail now, loudly.
                 logger.error("resources/list position too long for a cursor (ordering values too long?)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import string
 import subprocess
 import sys
@@ -250,11 +251,15 @@ def test_binding_mismatch_is_refused(codec, token, changed):
 
 
 def test_binding_matches_only_its_own_payload():
-    payload = {"m": BINDING.method, "p": BINDING.prefix, "u": BINDING.principal, "s": BINDING.sources}
+    payload = {"b": BINDING.digest}
     assert BINDING.matches(payload)
-    for key in payload:
-        assert not BINDING.matches({**payload, key: payload[key] + "x"})
-        assert not BINDING.matches({k: v for k, v in payload.items() if k != key})
+    assert not BINDING.matches({})
+    assert not BINDING.matches({"b": BINDING.digest + "x"})
+    for part in ("method", "prefix", "principal", "sources"):
+        # Any part changed (even by moving a character across parts) is another digest.
+        assert not dataclasses.replace(BINDING, **{part: getattr(BINDING, part) + "x"}).matches(payload)
+    parts = [BINDING.method, BINDING.prefix, BINDING.principal, BINDING.sources]
+    assert not Binding(parts[0] + parts[1][:1], parts[1][1:], parts[2], parts[3]).matches(payload)
 
 
 # Expiry -----------------------------------------------------------------------------------------------------
@@ -374,3 +379,22 @@ def test_fingerprint_handles_lone_surrogates():
 def test_distinct_part_lists_have_distinct_fingerprints(a, b):
     if a != b:
         assert fingerprint(*a) != fingerprint(*b)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.text(alphabet="AQgw_-+/=Zz09 \n.\u00e9", min_size=1, max_size=14))
+def test_token_decoding_accepts_exactly_the_canonical_encoding(token):
+    """The cheap checks in ``open`` (alphabet, length, unused bits) are equivalent to re-encoding the bytes."""
+    from mcp_resources.cursors import _decode_token
+
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        canonical = base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii") == token
+    except (ValueError, base64.binascii.Error):
+        canonical = False
+    try:
+        assert _decode_token(token) == raw
+        accepted = True
+    except InvalidCursor:
+        accepted = False
+    assert accepted == canonical

@@ -22,6 +22,7 @@ class DocumentResource(ModelResourceTemplate):
     required_scopes = ("documents:read",)
     access = "protected"
     ordering = ("created", "id")
+    name_field = "title"  # the listed name (Document.__str__ too): listings read no model instances
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Document]:
         return Document.objects.filter(owner_id=request.user.pk, deleted_at__isnull=True)
@@ -41,6 +42,7 @@ class NoteResource(ModelResourceTemplate):
     required_scopes = ("documents:read",)
     access = "protected"
     ordering = ("title", "id")
+    name_field = "title"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Note]:
         return Note.objects.filter(owner_id=request.user.pk)
