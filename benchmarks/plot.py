@@ -58,10 +58,11 @@ def draw(latest: dict[str, Any], path: Path) -> bool:
         for yi, row, value in zip(y, summary, values, strict=True):
             right.plot([row["target"], row["target"]], [yi - 0.4, yi + 0.4], color="black", lw=2)
             sign = "<=" if row["at_most"] else ">="
+            unit = row.get("unit", "x")
             right.text(
                 value * 1.08 if value else 0.01,
                 yi,
-                f"{value:.2f}x (target {sign} {row['target']:g}x)",
+                f"{value:.2f}{unit} (target {sign} {row['target']:g}{unit})",
                 va="center",
                 fontsize=7,
             )

@@ -5,6 +5,7 @@ unreachable PostgreSQL uses a SQLite file), runs each item's script in its own p
 and ratios), merges their results into ``benchmarks/results/latest.json``, draws ``docs/benchmarks.png`` (when
 matplotlib is installed) and rewrites the results section of ``docs/benchmarks.md``; then drops the database
 (``--keep-db`` keeps it). ``--quick`` uses 1e3/1e4/1e5 documents and fewer rounds (a few minutes in all).
+Item 6 (listeners) needs Redis on 127.0.0.1:6379 and no benchmark database: ``--only listeners`` skips it.
 Only ratios measured within one run are results: absolute times drift by about 30% between runs here.
 """
 
@@ -57,6 +58,13 @@ ITEMS: dict[str, dict[str, Any]] = {
         "quick": ["--rounds", "3", "--duration", "3", "--warmup", "1"],
         "timeout": 1200,
     },
+    "listeners": {
+        "script": "bench_listeners.py",
+        "full": ["--full"],
+        "quick": [],
+        "timeout": 1800,
+        "fixture": False,
+    },
 }
 
 
@@ -104,9 +112,19 @@ def summarize(results: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per target: item, what is compared, the measured ratio, the target and whether it is met."""
     rows: list[dict[str, Any]] = []
 
-    def add(item: str, measure: str, value: float | None, target: float, at_most: bool) -> None:
+    def add(item: str, measure: str, value: float | None, target: float, at_most: bool, unit: str = "x") -> None:
         ok = None if value is None else (value <= target if at_most else value >= target)
-        rows.append({"item": item, "measure": measure, "value": value, "target": target, "at_most": at_most, "ok": ok})
+        rows.append(
+            {
+                "item": item,
+                "measure": measure,
+                "value": value,
+                "target": target,
+                "at_most": at_most,
+                "ok": ok,
+                "unit": unit,
+            }
+        )
 
     latency, drf, raw, codec, http = (results.get(k) for k in ("latency", "drf", "raw", "codec", "http"))
     if latency:
@@ -145,21 +163,61 @@ def summarize(results: dict[str, Any]) -> list[dict[str, Any]]:
             http["targets"]["ours-asgi"],
             False,
         )
+    listeners = results.get("listeners")
+    if listeners:
+        targets = listeners["targets"]
+        for p in listeners["points"]:
+            n = f"{p['listeners']:,}"
+            add(
+                "6",
+                f"server threads with {n} listeners / before them",
+                p["threads_ratio"],
+                targets["threads_ratio"],
+                True,
+            )
+            add(
+                "6",
+                f"server RSS per listener at {n} listeners",
+                p["kb_per_listener"],
+                targets["kb_per_listener"],
+                True,
+                " KB",
+            )
+            add(
+                "6",
+                f"publish-to-receive p99 at {n} listeners / bare Channels AsyncHttpConsumer",
+                p["p99_ratio"],
+                targets["p99_ratio"],
+                True,
+            )
     return rows
 
 
-def fmt_ratio(value: float | None) -> str:
+def fmt_ratio(value: float | None, unit: str = "x") -> str:
     if value is None:
         return "n/a"
+    if value == float("inf"):
+        return "infinite (deliveries lost)"
+    if unit != "x":
+        return f"{value:.1f}{unit}"
     return f"{value:.2f}x" if value < 100 else f"{value:.0f}x"
+
+
+def fmt_target(row: dict[str, Any]) -> str:
+    return f"{'<=' if row['at_most'] else '>='} {row['target']:g}{row.get('unit', 'x')}"
 
 
 def markdown_results(latest: dict[str, Any]) -> str:
     meta = latest["meta"]
+    fixture = (
+        "no benchmark database"
+        if meta["vendor"] == "no database"
+        else f"{meta['vendor']}, page size {meta['page_size']}, "
+        f"inventories of {', '.join(f'{s:,}' for s in meta['sizes'])} documents"
+    )
     lines = [
         f"Latest run: {meta['finished']} UTC, commit {meta.get('commit', 'unknown')}, {meta['mode']} mode, "
-        f"{meta['vendor']}, page size {meta['page_size']}, "
-        f"inventories of {', '.join(f'{s:,}' for s in meta['sizes'])} documents, Python {meta['python']}, "
+        f"{fixture}, Python {meta['python']}, "
         f"load average at start {meta['loadavg_start']}, at end {meta['loadavg_end']}"
         + (f", token cache TTL {meta['token_cache_ttl']:g} s." if meta.get("token_cache_ttl") else "."),
         "",
@@ -167,9 +225,9 @@ def markdown_results(latest: dict[str, Any]) -> str:
         "|---|---|---|---|---|",
     ]
     for row in latest["summary"]:
-        target = f"{'<=' if row['at_most'] else '>='} {row['target']:g}x"
         verdict = "n/a" if row["ok"] is None else ("met" if row["ok"] else "**missed**")
-        lines.append(f"| {row['item']} | {row['measure']} | {fmt_ratio(row['value'])} | {target} | {verdict} |")
+        measured = fmt_ratio(row["value"], row.get("unit", "x"))
+        lines.append(f"| {row['item']} | {row['measure']} | {measured} | {fmt_target(row)} | {verdict} |")
     latency = latest["results"].get("latency")
     if latency:
         lines += ["", "Item 1, medians (ms) through the core, and OFFSET on the same queryset:", ""]
@@ -187,7 +245,7 @@ def markdown_results(latest: dict[str, Any]) -> str:
                 row += f" {p['what_if_s'] * 1e3:.2f} |"
             lines.append(row)
     other = []
-    drf, raw, codec, http = (latest["results"].get(k) for k in ("drf", "raw", "codec", "http"))
+    drf, raw, codec, http, listeners = (latest["results"].get(k) for k in ("drf", "raw", "codec", "http", "listeners"))
     if drf:
         for p in drf["pages"]:
             cached = (
@@ -223,6 +281,16 @@ def markdown_results(latest: dict[str, Any]) -> str:
             other.append(
                 f"- Item 5: `+tc` servers run with `TOKEN_CACHE_TTL` {http['token_cache_ttl_of_variants']} s "
                 "(reported, not the verdict; the default, 0, validates every token)."
+            )
+    if listeners:
+        for r in listeners["servers"]:
+            other.append(
+                f"- Item 6, {r['server']}, {r['listeners']:,} listeners, medians of {r['rounds']} rounds: "
+                f"connected in {r['connect_s']:.1f} s, threads {r['threads_before']} before and at most "
+                f"{r['threads_max']} with them, RSS {r['rss_before_kb'] / 1024:.0f} -> {r['rss_after_kb'] / 1024:.0f} "
+                f"MiB ({r['kb_per_listener']:.1f} KB each), {r['delivered']:,}/{r['expected']:,} delivered, "
+                f"p50 {r['p50_ms']:.0f} ms, p99 {r['p99_ms']:.0f} ms, server CPU "
+                f"{r['server_cpu_us_per_delivery']:.0f} µs/delivery, {r['ended_by_server']} streams ended early."
             )
     if other:
         lines += ["", "Medians behind the ratios (absolute values are only comparable within this run):", "", *other]
@@ -292,9 +360,10 @@ def main() -> None:
     commit = git_state()
     failed: list[str] = []
     results: dict[str, Any] = {}
+    needs_fixture = any(ITEMS[name].get("fixture", True) for name in chosen)
     try:
         fixture_argv = [PYTHON, str(BENCH_DIR / "fixture.py"), "setup", "--sizes", ",".join(map(str, sizes))]
-        if not run_step("fixture", fixture_argv, env, 1800):
+        if needs_fixture and not run_step("fixture", fixture_argv, env, 1800):
             raise SystemExit("could not build the benchmark database")
         for name in chosen:
             item = ITEMS[name]
@@ -306,12 +375,17 @@ def main() -> None:
         if args.profile and not run_step("profile", [PYTHON, str(BENCH_DIR / "profile_page.py")], env, 600):
             failed.append("profile")
     finally:
-        if args.keep_db:
+        if not needs_fixture:
+            pass
+        elif args.keep_db:
             print("\nkeeping the benchmark database (--keep-db)")
         else:
             run_step("drop database", [PYTHON, str(BENCH_DIR / "fixture.py"), "drop"], env, 300)
 
-    fixture = json.loads((RESULTS_DIR / "fixture.json").read_text())
+    if needs_fixture:
+        fixture = json.loads((RESULTS_DIR / "fixture.json").read_text())
+    else:
+        fixture = {"vendor": "no database", "page_size": args.page_size, "users": []}
     for user in fixture.get("users", []):
         user.pop("token", None)
     latest: dict[str, Any] = {
@@ -343,9 +417,9 @@ def main() -> None:
 
     print(f"\n=== summary ({mode}, {fixture['vendor']}, one run, {latest['meta']['seconds']} s)")
     for row in latest["summary"]:
-        target = f"{'<=' if row['at_most'] else '>='} {row['target']:g}x"
         verdict = "n/a" if row["ok"] is None else ("met" if row["ok"] else "MISSED")
-        print(f"  item {row['item']}: {row['measure']}: {fmt_ratio(row['value'])} (target {target}) {verdict}")
+        measured = fmt_ratio(row["value"], row.get("unit", "x"))
+        print(f"  item {row['item']}: {row['measure']}: {measured} (target {fmt_target(row)}) {verdict}")
     if failed:
         print(f"  failed steps: {', '.join(failed)}")
     print(f"results: {(RESULTS_DIR / 'latest.json').relative_to(ROOT)}")

@@ -9,6 +9,10 @@ Every other path goes to the wrapped Django application, so the admin and the OA
 Middleware does not run for the MCP path: the view does its own ``Host``/``Origin`` validation, needs no CSRF,
 session or message middleware, and authenticates every request from its ``Authorization`` header.
 
+``MCPApplication`` answers the ASGI lifespan protocol itself (Django's handler does not speak it): at shutdown it
+ends the open streams, 2026-07-28 listeners with the final result. Servers end the streams only when they stop
+waiting for open connections: run uvicorn with ``--timeout-graceful-shutdown``.
+
     # asgi.py
     from django.core.asgi import get_asgi_application
     from mcp_resources.asgi import MCPApplication
@@ -50,6 +54,9 @@ class MCPApplication:
         self.streams = MCPView(server=server)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
         if scope["type"] != "http" or scope["path"] != self.path:
             await self.fallback(scope, receive, send)
             return
@@ -70,6 +77,19 @@ class MCPApplication:
             request = ASGIRequest(scope, io.BytesIO(body))
             response = await sync_to_async(self._handle, thread_sensitive=False)(request)
         await self._send(response, send)
+
+    @staticmethod
+    async def _lifespan(receive: Receive, send: Send) -> None:
+        from mcp_resources.subscriptions.streams import end_all_streams
+
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await end_all_streams()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
 
     async def _stream(
         self, scope: Scope, receive: Receive, send: Send, body: bytes, prepare: Callable[[HttpRequest], Any]

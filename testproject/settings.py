@@ -88,7 +88,9 @@ if os.environ.get("MCP_REDIS_URL"):
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [os.environ["MCP_REDIS_URL"]], "capacity": 100},
+            # redis-py 8 times socket reads out after 5 s by default, as long as channels-redis's blocking receive
+            # (BZPOPMIN, 5 s): a longer socket timeout keeps idle streams from failing (channels_redis#422).
+            "CONFIG": {"hosts": [{"address": os.environ["MCP_REDIS_URL"], "socket_timeout": 30}], "capacity": 100},
         }
     }
     CACHES = {

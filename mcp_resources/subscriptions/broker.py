@@ -56,6 +56,7 @@ def get_layer() -> Any:
 
 
 _stream_loop: asyncio.AbstractEventLoop | None = None
+_pending: set[asyncio.Task[None]] = set()  # publications scheduled on the stream loop (kept until done)
 
 
 def bind_stream_loop(loop: asyncio.AbstractEventLoop) -> None:
@@ -75,7 +76,9 @@ def publish(group: str, message: dict[str, Any]) -> None:
             except RuntimeError:
                 running = None
             if running is loop:
-                loop.create_task(apublish(group, message))
+                task = loop.create_task(apublish(group, message))
+                _pending.add(task)
+                task.add_done_callback(_pending.discard)
             else:
                 asyncio.run_coroutine_threadsafe(layer.group_send(group, message), loop).result(timeout=10)
             return

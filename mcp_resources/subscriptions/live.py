@@ -31,6 +31,7 @@ class LiveSubscription:
         self.teardown: Callable[[], None] | None = None
         self.baseline: bytes | None = None
         self.pushes = 0
+        self.stopped = False
         self._lock = threading.Lock()
 
     def start(self) -> None:
@@ -48,6 +49,8 @@ class LiveSubscription:
     def stop(self) -> None:
         teardown, self.teardown = self.teardown, None
         with self._lock:
+            # A source that still calls ``on_change`` (no teardown, or a late callback) pushes nothing any more.
+            self.stopped = True
             self.baseline = None
         if teardown is not None:
             try:
@@ -58,15 +61,22 @@ class LiveSubscription:
     def on_change(self) -> None:
         """Re-read ``get()``; push unless the serialized value equals the last dispatched one."""
         uri = self.resource.uri
+        if self.stopped:
+            logger.debug("push of %s ignored: its registration was replaced or removed", uri)
+            return
+        serialized: bytes | None = None
         try:
             value = self.resource.get()
-            serialized: bytes | None = jsonrpc.dumps(
-                normalize_contents(value, uri=uri, mime_type=self.resource.mime_type)
-            )
-        except Exception as exc:
-            logger.debug("push of %s: value cannot be serialized (%s); pushing and dropping the baseline", uri, exc)
-            serialized = None
+        except Exception:
+            logger.exception("get() of %s failed on a push; pushing and dropping the baseline", uri)
+        else:
+            try:
+                serialized = jsonrpc.dumps(normalize_contents(value, uri=uri, mime_type=self.resource.mime_type))
+            except Exception as exc:
+                logger.debug("push of %s: value cannot be serialized (%s); pushing and dropping the baseline", uri, exc)
         with self._lock:
+            if self.stopped:
+                return
             if serialized is not None and serialized == self.baseline:
                 logger.debug("push suppressed (value unchanged) for %s", uri)
                 return

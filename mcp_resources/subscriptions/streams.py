@@ -5,6 +5,10 @@ keep-alive timer. Thread hops happen only to re-check the caller's access before
 Limits: ``STREAMS_PER_CALLER`` per process, ``URIS_PER_LISTEN`` per stream, ``STREAM_QUEUE_SIZE`` messages buffered
 per stream by the in-memory layer (the Redis layer has its own capacity); a client that stops reading is ended
 once a write waits longer than ``STREAM_SEND_TIMEOUT_SECONDS``, so memory stays flat.
+
+A stream keeps one receive pending across keep-alives (a cancelled receive can lose a message with channels-redis),
+joins its groups again every half ``group_expiry`` of the layer (layers forget members after it), and ends with the
+final result when the layer fails (a listen while it is down is answered with a JSON-RPC internal error).
 """
 
 from __future__ import annotations
@@ -38,7 +42,10 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 
 _open_streams: Counter[str] = Counter()
+_session_streams: Counter[str] = Counter()  # open GET streams of each legacy session, in this process
 _active: set[asyncio.Task[Any]] = set()
+DEFAULT_GROUP_EXPIRY = 86400
+RECEIVE_ATTEMPTS = 3
 
 
 @dataclass
@@ -54,6 +61,9 @@ class StreamPlan:
     session_id: str | None = None
     expires_at: float | None = None
     extra_headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    # A legacy session's current subscriptions, re-read once the stream has joined its session group: a
+    # ``resources/subscribe`` that ran between building this plan and joining the group is not lost.
+    resync: Callable[[], list[str]] | None = None
 
     @property
     def modern(self) -> bool:
@@ -89,8 +99,11 @@ class Stream:
         self.send = send
         self.id = secrets.token_hex(8)
         self.sent = 0
+        self.last_write = time.monotonic()
+        self.renew_at = time.monotonic() + DEFAULT_GROUP_EXPIRY / 2
 
     async def write(self, data: bytes) -> None:
+        self.last_write = time.monotonic()
         try:
             await asyncio.wait_for(
                 self.send({"type": "http.response.body", "body": data, "more_body": True}),
@@ -110,30 +123,63 @@ class Stream:
 
     async def serve(self) -> None:
         plan = self.plan
-        if _open_streams[plan.owner] >= mcp_settings.streams_per_caller:
+        # A legacy session has one GET stream: a new one replaces the open one, so it is not refused by the limit.
+        replacing = plan.session_id is not None and _session_streams[plan.session_id] > 0
+        if not replacing and _open_streams[plan.owner] >= mcp_settings.streams_per_caller:
             error = jsonrpc.InvalidRequest("Too many open streams for this caller", request_id=plan.subscription_id)
-            body = jsonrpc.dumps(error.to_response())
-            await self.send(
-                {"type": "http.response.start", "status": 429, "headers": [(b"content-type", b"application/json")]}
-            )
-            await self.send({"type": "http.response.body", "body": body})
+            await self._refuse(429, error)
             return
         _open_streams[plan.owner] += 1
-        broker.bind_stream_loop(asyncio.get_running_loop())
-        layer = broker.get_layer()
-        channel = await layer.new_channel()
-        groups = {broker.uri_group(uri) for uri in plan.uris}
-        if plan.list_changed:
-            groups.add(broker.LIST_CHANGED_GROUP)
         if plan.session_id is not None:
-            # A session has one GET stream: a newer one takes over and this message ends the older ones.
-            await broker.apublish(
-                broker.session_group(plan.session_id),
-                {"type": broker.SESSION_CONTROL, "op": "takeover", "stream": self.id},
-            )
-            groups.add(broker.session_group(plan.session_id))
-        for group in groups:
-            await layer.group_add(group, channel)
+            _session_streams[plan.session_id] += 1
+        try:
+            await self._serve()
+        finally:
+            _open_streams[plan.owner] -= 1
+            if _open_streams[plan.owner] <= 0:
+                del _open_streams[plan.owner]
+            if plan.session_id is not None:
+                _session_streams[plan.session_id] -= 1
+                if _session_streams[plan.session_id] <= 0:
+                    del _session_streams[plan.session_id]
+
+    async def _refuse(self, status: int, error: jsonrpc.RPCError) -> None:
+        body = jsonrpc.dumps(error.to_response())
+        await self.send(
+            {"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]}
+        )
+        await self.send({"type": "http.response.body", "body": body})
+
+    async def _serve(self) -> None:
+        plan = self.plan
+        broker.bind_stream_loop(asyncio.get_running_loop())
+        layer: Any = None
+        channel = ""
+        groups: set[str] = set()
+        try:
+            layer = broker.get_layer()
+            channel = await layer.new_channel()
+            groups = {broker.uri_group(uri) for uri in plan.uris}
+            if plan.list_changed:
+                groups.add(broker.LIST_CHANGED_GROUP)
+            if plan.session_id is not None:
+                # A session has one GET stream: a newer one takes over and this message ends the older ones.
+                await layer.group_send(
+                    broker.session_group(plan.session_id),
+                    {"type": broker.SESSION_CONTROL, "op": "takeover", "stream": self.id},
+                )
+                groups.add(broker.session_group(plan.session_id))
+            for group in groups:
+                await layer.group_add(group, channel)
+            if plan.resync is not None:
+                await self._resync(layer, channel, groups)
+        except Exception:
+            # The channel layer is unreachable (Redis down): a clean error, never a 500 and nothing left counted.
+            logger.exception("stream %s: could not join the channel layer", self.id)
+            await self._leave(layer, channel, groups)
+            await self._refuse(200, jsonrpc.InternalError(request_id=plan.subscription_id))
+            return
+        self.renew_at = time.monotonic() + _group_renewal(layer)
         task = asyncio.current_task()
         if task is not None:
             _active.add(task)
@@ -148,18 +194,17 @@ class Stream:
         except StreamClosed:
             logger.debug("stream %s ended by the client", self.id)
         except asyncio.CancelledError:
-            await self._final_result()  # server shutdown: a graceful end if the transport still takes it
+            # Server shutdown: a graceful end if the transport still takes it. Written without a timer task, so the
+            # bytes reach the transport before anything else runs (the server may stop the loop right after).
+            await self._final_result(direct=True)
             raise
+        except Exception:
+            # The channel layer failed mid-stream: end as the server does (the client may listen again).
+            logger.exception("stream %s failed", self.id)
+            await self._final_result()
         finally:
             disconnected.cancel()
-            for group in groups:
-                try:
-                    await layer.group_discard(group, channel)
-                except Exception:
-                    logger.debug("could not leave %s", group)
-            _open_streams[plan.owner] -= 1
-            if _open_streams[plan.owner] <= 0:
-                del _open_streams[plan.owner]
+            await self._leave(layer, channel, groups)
             if task is not None:
                 _active.discard(task)
             try:
@@ -167,13 +212,20 @@ class Stream:
             except Exception:
                 logger.debug("stream %s: the connection is already closed", self.id)
 
+    async def _leave(self, layer: Any, channel: str, groups: set[str]) -> None:
+        for group in groups:
+            try:
+                await layer.group_discard(group, channel)
+            except Exception:
+                logger.debug("could not leave %s", group)
+
     async def _wait_disconnect(self) -> None:
         while True:
             message = await self.receive()
             if message["type"] == "http.disconnect":
                 return
 
-    async def _final_result(self) -> None:
+    async def _final_result(self, direct: bool = False) -> None:
         if not self.plan.modern:
             return
         result = jsonrpc.result_response(
@@ -181,50 +233,97 @@ class Stream:
             {"resultType": "complete", "_meta": {SUBSCRIPTION_ID_META: self.plan.subscription_id}},
         )
         try:
-            await self.write(event(result))
+            if direct:
+                await self.send({"type": "http.response.body", "body": event(result), "more_body": True})
+            else:
+                await self.write(event(result))
         except (StreamClosed, Exception):
             logger.debug("stream %s: could not send the final result", self.id)
 
     async def _loop(self, layer: Any, channel: str, groups: set[str], disconnected: asyncio.Future[None]) -> None:
+        # One receive stays pending across keep-alives: cancelling a receive can lose a message (channels_redis
+        # pops it from Redis for every stream of the process, then drops it when cancelled).
+        receiving: asyncio.Future[Any] | None = None
+        receive_started = 0.0
+        failures = 0
         plan = self.plan
-        while True:
-            timeout = mcp_settings.keepalive_seconds
-            if plan.expires_at is not None:
-                remaining = plan.expires_at - time.time()
-                if remaining <= 0:
+        try:
+            while True:
+                if plan.expires_at is not None and plan.expires_at - time.time() <= 0:
                     await self._final_result()  # the caller's token expired: end gracefully
                     return
-                timeout = min(timeout, remaining)
-            receiving = asyncio.ensure_future(layer.receive(channel))
-            done, _ = await asyncio.wait(
-                {receiving, disconnected}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-            if disconnected in done:
-                receiving.cancel()
-                raise StreamClosed()
-            if receiving not in done:
-                receiving.cancel()
-                await self.write(b": keep-alive\r\n\r\n")
-                continue
-            message = receiving.result()
-            kind = message.get("type")
-            if kind == broker.UPDATED:
-                uri = message.get("uri")
-                if not isinstance(uri, str) or uri not in plan.uris:
+                if time.monotonic() >= self.renew_at:
+                    # Layers forget group members after ``group_expiry``: a long-lived stream joins again.
+                    for group in list(groups):
+                        await layer.group_add(group, channel)
+                    self.renew_at = time.monotonic() + _group_renewal(layer)
+                keepalive_at = self.last_write + mcp_settings.keepalive_seconds
+                if time.monotonic() >= keepalive_at:
+                    await self.write(b": keep-alive\r\n\r\n")
                     continue
-                allowed = await sync_to_async(_checked, thread_sensitive=False)(plan.check, uri)
-                if not allowed:
-                    logger.debug("stream %s: access to %s is gone; update withheld", self.id, uri[:200])
-                    continue
-                await self.write(self.notification("notifications/resources/updated", {"uri": uri}))
-            elif kind == broker.LIST_CHANGED and plan.list_changed:
-                await self.write(self.notification("notifications/resources/list_changed"))
-            elif (
-                kind == broker.SESSION_CONTROL
-                and plan.session_id is not None
-                and not await self._control(message, layer, channel, groups)
-            ):
-                return
+                timeout = min(keepalive_at, self.renew_at) - time.monotonic()
+                if plan.expires_at is not None:
+                    timeout = min(timeout, plan.expires_at - time.time())
+                if receiving is None:
+                    receiving = asyncio.ensure_future(layer.receive(channel))
+                    receive_started = time.monotonic()
+                done, _ = await asyncio.wait(
+                    {receiving, disconnected}, timeout=max(0.0, timeout), return_when=asyncio.FIRST_COMPLETED
+                )
+                if disconnected in done:
+                    raise StreamClosed()
+                if receiving in done:
+                    finished, receiving = receiving, None
+                    try:
+                        message = finished.result()
+                    except Exception as exc:
+                        # A receive that waited a while and then failed is a transient error (redis-py 8 times out
+                        # an idle blocking read after its default socket_timeout): receive again. Quick repeated
+                        # failures mean the layer is down: the stream ends (the client may listen again).
+                        failures = failures + 1 if time.monotonic() - receive_started < 1 else 1
+                        if failures >= RECEIVE_ATTEMPTS:
+                            raise
+                        logger.debug("stream %s: receive failed (%r); receiving again", self.id, exc)
+                        await asyncio.sleep(0.1 * failures)
+                        continue
+                    failures = 0
+                    if not await self._dispatch(message, layer, channel, groups):
+                        return
+        finally:
+            if receiving is not None:
+                receiving.cancel()
+
+    async def _dispatch(self, message: dict[str, Any], layer: Any, channel: str, groups: set[str]) -> bool:
+        """Deliver one channel-layer message; ``False`` ends the stream."""
+        plan = self.plan
+        kind = message.get("type")
+        if kind == broker.UPDATED:
+            uri = message.get("uri")
+            if not isinstance(uri, str) or uri not in plan.uris:
+                return True
+            allowed = await sync_to_async(_checked, thread_sensitive=False)(plan.check, uri)
+            if not allowed:
+                logger.debug("stream %s: access to %s is gone; update withheld", self.id, uri[:200])
+                return True
+            await self.write(self.notification("notifications/resources/updated", {"uri": uri}))
+        elif kind == broker.LIST_CHANGED and plan.list_changed:
+            await self.write(self.notification("notifications/resources/list_changed"))
+        elif kind == broker.SESSION_CONTROL and plan.session_id is not None:
+            return await self._control(message, layer, channel, groups)
+        return True
+
+    async def _resync(self, layer: Any, channel: str, groups: set[str]) -> None:
+        """Align the stream with the session's stored subscriptions (control messages sent before it joined)."""
+        assert self.plan.resync is not None
+        try:
+            current = await sync_to_async(self.plan.resync, thread_sensitive=False)()
+        except Exception:
+            logger.exception("stream %s: could not re-read the session's subscriptions", self.id)
+            return
+        for uri in current:
+            await self._control({"op": "subscribe", "uri": uri}, layer, channel, groups)
+        for uri in self.plan.uris - set(current):
+            await self._control({"op": "unsubscribe", "uri": uri}, layer, channel, groups)
 
     async def _control(self, message: dict[str, Any], layer: Any, channel: str, groups: set[str]) -> bool:
         """Apply a legacy session's control message; ``False`` ends the stream."""
@@ -249,7 +348,22 @@ class Stream:
         return True
 
 
-async def end_all_streams() -> None:
-    """Cancel every open stream of this process; 2026-07-28 listeners get the final result first."""
-    for task in list(_active):
+def _group_renewal(layer: Any) -> float:
+    """Seconds until a stream joins its groups again: half the layer's ``group_expiry``."""
+    expiry = getattr(layer, "group_expiry", DEFAULT_GROUP_EXPIRY)
+    try:
+        return max(0.5, float(expiry) / 2)
+    except (TypeError, ValueError):
+        return DEFAULT_GROUP_EXPIRY / 2
+
+
+async def end_all_streams(timeout: float = 5.0) -> None:
+    """End every open stream of this process (at shutdown); 2026-07-28 listeners get the final result first.
+
+    Waits up to ``timeout`` seconds for the streams to finish writing.
+    """
+    tasks = [task for task in _active if task is not asyncio.current_task()]
+    for task in tasks:
         task.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=timeout)

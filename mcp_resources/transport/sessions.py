@@ -10,6 +10,9 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.core.cache import caches
@@ -76,16 +79,41 @@ def subscriptions_of(session_id: str) -> list[str]:
     return list(caches[mcp_settings.session_cache].get(_subscriptions_key(session_id)) or [])
 
 
+@contextmanager
+def _subscriptions_locked(session_id: str, wait: float = 5.0) -> Iterator[None]:
+    """Serialize changes to a session's subscription list across threads and processes (``cache.add`` is atomic).
+
+    Without it, two ``resources/subscribe`` requests of one session running at once (in two workers) each store
+    their own read of the list, and one subscription is lost. A lock left by a dead worker expires by itself.
+    """
+    cache = caches[mcp_settings.session_cache]
+    key = _subscriptions_key(session_id) + ":lock"
+    token = secrets.token_hex(8)
+    deadline = time.monotonic() + wait
+    acquired = cache.add(key, token, timeout=int(wait) + 1)
+    while not acquired and time.monotonic() < deadline:
+        time.sleep(0.002)
+        acquired = cache.add(key, token, timeout=int(wait) + 1)
+    try:
+        yield
+    finally:
+        if acquired and cache.get(key) == token:
+            cache.delete(key)
+
+
 def add_subscription(session_id: str, uri: str, limit: int) -> bool:
     """Record a subscription and tell the session's GET stream (in whichever process serves it)."""
     from mcp_resources.subscriptions.broker import SESSION_CONTROL, publish, session_group
 
-    current = subscriptions_of(session_id)
-    if uri not in current:
-        if len(current) >= limit:
-            return False
-        current.append(uri)
-        caches[mcp_settings.session_cache].set(_subscriptions_key(session_id), current, mcp_settings.session_timeout)
+    with _subscriptions_locked(session_id):
+        current = subscriptions_of(session_id)
+        if uri not in current:
+            if len(current) >= limit:
+                return False
+            current.append(uri)
+            caches[mcp_settings.session_cache].set(
+                _subscriptions_key(session_id), current, mcp_settings.session_timeout
+            )
     publish(session_group(session_id), {"type": SESSION_CONTROL, "op": "subscribe", "uri": uri})
     return True
 
@@ -93,6 +121,7 @@ def add_subscription(session_id: str, uri: str, limit: int) -> bool:
 def remove_subscription(session_id: str, uri: str) -> None:
     from mcp_resources.subscriptions.broker import SESSION_CONTROL, publish, session_group
 
-    current = [u for u in subscriptions_of(session_id) if u != uri]
-    caches[mcp_settings.session_cache].set(_subscriptions_key(session_id), current, mcp_settings.session_timeout)
+    with _subscriptions_locked(session_id):
+        current = [u for u in subscriptions_of(session_id) if u != uri]
+        caches[mcp_settings.session_cache].set(_subscriptions_key(session_id), current, mcp_settings.session_timeout)
     publish(session_group(session_id), {"type": SESSION_CONTROL, "op": "unsubscribe", "uri": uri})

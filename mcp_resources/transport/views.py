@@ -6,6 +6,7 @@ backend detail reaches the client.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -318,4 +319,5 @@ class MCPView(View):
             session_id=session.id,
             expires_at=principal.expires_at,
             extra_headers=[(SESSION_HEADER.lower().encode(), session.id.encode())],
+            resync=functools.partial(subscriptions_of, session.id),
         )

@@ -1,0 +1,84 @@
+"""The baseline of ``bench_listeners.py``: a bare Channels ``AsyncHttpConsumer`` SSE server.
+
+``uvicorn benchmarks.bare_consumer:application`` with the same settings as the MCP server under test
+(``benchmarks.settings_listeners``, ``MCP_REDIS_URL``): every request, whatever its path and body, becomes an SSE
+stream that joins the group of ``test://watched-resource`` (the same group name, ``uri_group``, on the same
+channel layer), sends an acknowledgement event once it has joined, then writes each ``mcp.resource.updated``
+message as a ``notifications/resources/updated`` event framed like ours. Nothing else: no authentication, no
+access check, no keep-alives, no limits, so it is the floor that the channel layer and the ASGI server allow.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from typing import Any
+
+import django
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchmarks.settings_listeners")
+django.setup()
+
+from channels.generic.http import AsyncHttpConsumer  # noqa: E402 - needs the settings above
+
+from mcp_resources.subscriptions.broker import uri_group  # noqa: E402
+
+WATCHED = "test://watched-resource"
+ACK = (
+    b"event: message\r\ndata: "
+    + json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "method": "notifications/subscriptions/acknowledged",
+            "params": {"notifications": {"resourceSubscriptions": [WATCHED]}},
+        },
+        separators=(",", ":"),
+    ).encode()
+    + b"\r\n\r\n"
+)
+HEADERS = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
+class BareSSEConsumer(AsyncHttpConsumer):
+    """One SSE stream per request, subscribed to one group until the client goes away."""
+
+    group: str | None = None
+
+    async def http_request(self, message: dict[str, Any]) -> None:
+        # AsyncHttpConsumer ends the consumer once handle() returns; a stream must outlive it, so only the
+        # disconnect (http_disconnect -> disconnect() -> StopConsumer) ends this one.
+        if "body" in message:
+            self.body.append(message["body"])
+        if not message.get("more_body"):
+            await self.handle(b"".join(self.body))
+
+    async def handle(self, body: bytes) -> None:
+        self.group = uri_group(WATCHED)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.send_headers(headers=HEADERS)
+        await self.send_body(ACK, more_body=True)
+
+    async def mcp_resource_updated(self, message: dict[str, Any]) -> None:
+        payload = {
+            "jsonrpc": "2.0",
+            "method": "notifications/resources/updated",
+            "params": {"uri": message.get("uri")},
+        }
+        data = json.dumps(payload, separators=(",", ":")).encode()
+        await self.send_body(b"event: message\r\ndata: " + data + b"\r\n\r\n", more_body=True)
+
+    async def disconnect(self) -> None:
+        group, self.group = self.group, None
+        if group is not None:
+            # Thousands of clients leaving at once can exhaust the Redis connection pool; the benchmark flushes
+            # its Redis database between servers, so a failed discard only costs a log line.
+            with contextlib.suppress(Exception):
+                await self.channel_layer.group_discard(group, self.channel_name)
+
+
+application = BareSSEConsumer.as_asgi()

@@ -1,0 +1,263 @@
+"""Helpers for the stream tests: drive :class:`mcp_resources.asgi.MCPApplication` in-process and read its SSE.
+
+An :class:`Exchange` is one HTTP request to the ASGI application through asgiref's ``ApplicationCommunicator``.
+Its output is read from the communicator's queue directly, so waiting for "nothing more arrives" never cancels the
+application (``receive_output`` would on a timeout). Server-sent events are parsed strictly: every event is
+``event: message`` with one ``data:`` line, and comments (keep-alives) are kept apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import pytest
+from asgiref.testing import ApplicationCommunicator
+
+MODERN = "2026-07-28"
+LEGACY = "2025-11-25"
+RESOURCE = "http://127.0.0.1:8000/mcp"
+SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
+CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
+UPDATED = "notifications/resources/updated"
+LIST_CHANGED = "notifications/resources/list_changed"
+ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
+
+T = TypeVar("T")
+
+
+def scope(method: str = "POST", headers: dict[str, str] | None = None, path: str = "/mcp") -> dict[str, Any]:
+    raw = [(b"host", b"127.0.0.1:8000")]
+    raw += [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in (headers or {}).items()]
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": raw,
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+    }
+
+
+def meta(version: str = MODERN) -> dict[str, Any]:
+    return {PROTOCOL_VERSION_META: version, CLIENT_CAPABILITIES_META: {}}
+
+
+OMIT: Any = object()
+
+
+def listen_body(request_id: Any = 1, notifications: Any = OMIT, *, version: str = MODERN) -> bytes:
+    """A ``subscriptions/listen`` request body; ``notifications=OMIT`` leaves the filter out."""
+    params: dict[str, Any] = {"_meta": meta(version)}
+    if notifications is not OMIT:
+        params["notifications"] = notifications
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "subscriptions/listen", "params": params}).encode()
+
+
+def listen_headers(token: str | None = None, *, version: str = MODERN, **extra: str | None) -> dict[str, str]:
+    headers: dict[str, str | None] = {
+        "content-type": "application/json",
+        "accept": "text/event-stream",
+        "mcp-protocol-version": version,
+        "mcp-method": "subscriptions/listen",
+    }
+    if token is not None:
+        headers["authorization"] = f"Bearer {token}"
+    headers.update({name.replace("_", "-"): value for name, value in extra.items()})
+    return {name: value for name, value in headers.items() if value is not None}
+
+
+@dataclass
+class Exchange:
+    """One request to the ASGI application; its response is read as it is sent."""
+
+    app: Any
+    scope: dict[str, Any]
+    status: int = 0
+    headers: dict[str, str] = field(default_factory=dict)
+    closed: bool = False
+    buffer: bytes = b""
+    comments: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.communicator = ApplicationCommunicator(self.app, self.scope)
+
+    async def start(self, body: bytes = b"", timeout: float = 10) -> Exchange:
+        await self.communicator.send_input({"type": "http.request", "body": body, "more_body": False})
+        message = await self._next(timeout)
+        assert message["type"] == "http.response.start", message
+        self.status = message["status"]
+        self.headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in message["headers"]}
+        return self
+
+    async def _next(self, timeout: float) -> dict[str, Any]:
+        future = self.communicator.future  # starts the application
+        queue = self.communicator.output_queue
+        getter = asyncio.ensure_future(queue.get())
+        done, _ = await asyncio.wait({getter, future}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if getter in done:
+            return getter.result()
+        getter.cancel()
+        if future in done:
+            # The application ended: surface its exception (none expected), then anything it still queued.
+            if not future.cancelled():
+                future.result()
+            if not queue.empty():
+                return queue.get_nowait()
+            raise AssertionError("the application ended without sending anything more")
+        raise TimeoutError(f"nothing from the application within {timeout}s")
+
+    async def body(self, timeout: float = 10) -> bytes:
+        """The whole body of a response that is not a stream."""
+        chunks = []
+        while True:
+            message = await self._next(timeout)
+            assert message["type"] == "http.response.body", message
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                self.closed = True
+                return b"".join(chunks)
+
+    async def json(self, timeout: float = 10) -> Any:
+        return json.loads(await self.body(timeout))
+
+    async def _fill(self, timeout: float) -> None:
+        if self.closed:
+            raise EOFError("the stream is closed")
+        message = await self._next(timeout)
+        assert message["type"] == "http.response.body", message
+        self.buffer += message.get("body", b"")
+        if not message.get("more_body", False):
+            self.closed = True
+
+    async def frame(self, timeout: float = 10) -> tuple[str, Any]:
+        """The next SSE frame: ``("event", payload)`` or ``("comment", text)``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while b"\r\n\r\n" not in self.buffer:
+            if self.closed:
+                raise EOFError(f"the stream closed (left over: {self.buffer!r})")
+            await self._fill(max(0.0, deadline - loop.time()))
+        raw, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
+        lines = raw.decode("utf-8").split("\r\n")
+        if all(line.startswith(":") for line in lines):
+            return "comment", "\n".join(line[1:].strip() for line in lines)
+        assert lines[0] == "event: message", lines
+        assert len(lines) == 2, lines
+        assert lines[1].startswith("data: "), lines
+        return "event", json.loads(lines[1][len("data: ") :])
+
+    async def event(self, timeout: float = 10) -> dict[str, Any]:
+        """The next JSON-RPC message on the stream (keep-alive comments are skipped and remembered)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            kind, value = await self.frame(max(0.0, deadline - loop.time()))
+            if kind == "event":
+                return value
+            self.comments.append(value)
+
+    async def silent(self, seconds: float = 0.3) -> None:
+        """Assert that no message arrives within ``seconds`` (keep-alive comments allowed)."""
+        with contextlib.suppress(TimeoutError):
+            message = await self.event(seconds)
+            raise AssertionError(f"unexpected message: {message}")
+
+    async def until_closed(self, timeout: float = 10) -> list[dict[str, Any]]:
+        """Every message until the server ends the stream."""
+        messages = []
+        while True:
+            try:
+                messages.append(await self.event(timeout))
+            except EOFError:
+                return messages
+
+    async def disconnect(self, timeout: float = 10) -> None:
+        await self.communicator.send_input({"type": "http.disconnect"})
+        await self.finished(timeout)
+
+    async def finished(self, timeout: float = 10) -> None:
+        """Wait until the application returned (it must not raise)."""
+        future = self.communicator.future
+        await asyncio.wait({future}, timeout=timeout)
+        assert future.done(), "the application is still running"
+        if not future.cancelled():
+            future.result()
+
+    def cancel(self) -> None:
+        self.communicator.stop(exceptions=False)
+
+
+def updated(uri: str, subscription_id: Any = ...) -> dict[str, Any]:
+    params: dict[str, Any] = {"uri": uri}
+    if subscription_id is not ...:
+        params["_meta"] = {SUBSCRIPTION_ID: subscription_id}
+    return {"jsonrpc": "2.0", "method": UPDATED, "params": params}
+
+
+def list_changed(subscription_id: Any = ...) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": LIST_CHANGED}
+    if subscription_id is not ...:
+        message["params"] = {"_meta": {SUBSCRIPTION_ID: subscription_id}}
+    return message
+
+
+async def in_thread(function: Callable[..., T], *args: Any) -> T:
+    """Run ``function`` in a worker thread (Django ORM code) and close that thread's connections afterwards."""
+    from django.db import connections
+
+    def run() -> T:
+        try:
+            return function(*args)
+        finally:
+            for connection in connections.all(initialized_only=True):
+                if not connection.in_atomic_block:
+                    connection.close()
+
+    return await asyncio.to_thread(run)
+
+
+def make_token(user: Any, scope: str = "documents:read", *, expires_in: float = 3600, resource: str = RESOURCE) -> str:
+    """A django-oauth-toolkit access token bound (RFC 8707) to ``resource`` (what ``mcp_token`` issues)."""
+    from mcp_resources.auth import issue_access_token
+
+    return issue_access_token(user, scope, [resource], expires_in, "stream tests")  # type: ignore[arg-type]
+
+
+def revoke_token(raw: str) -> None:
+    """Delete the access token row of ``raw`` (as revocation does)."""
+    from oauth2_provider.models import get_access_token_model
+
+    deleted, _ = (
+        get_access_token_model().objects.filter(token_checksum=hashlib.sha256(raw.encode()).hexdigest()).delete()
+    )
+    assert deleted == 1
+
+
+def redis_url_or_skip(db: int) -> str:
+    """``redis://127.0.0.1:6379/<db>`` when Redis answers; skip (fail when env ``CI`` is set) otherwise."""
+    import redis
+
+    url = os.environ.get("MCP_TEST_REDIS_BASE", "redis://127.0.0.1:6379").rstrip("/") + f"/{db}"
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=2)
+        client.ping()
+        client.close()
+    except redis.RedisError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI requires Redis at {url}: {exc}")
+        pytest.skip(f"Redis is not reachable at {url}: {exc}")
+    return url

@@ -1,0 +1,974 @@
+"""Streams: ``subscriptions/listen`` (2026-07-28) and a legacy session's GET stream, served by ``MCPApplication``.
+
+The application runs in-process under asgiref's ``ApplicationCommunicator`` with the in-memory channel layer;
+changes are made through the ORM (or the admin) in worker threads, as a request would make them. Negative
+assertions ("no update for X") are made against a later sentinel: messages of one stream arrive in order, so
+when the sentinel's notification is the next message, the withheld one never came.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import tracemalloc
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.asgi import get_asgi_application
+from django.db import transaction
+from django.test import Client
+
+from mcp_resources.asgi import MCPApplication
+from mcp_resources.models import StaticResource
+from mcp_resources.registry import site
+from mcp_resources.subscriptions import broker, notify_resource_list_changed, notify_resource_updated, streams
+from testproject.library.models import Document
+from tests.stream_support import (
+    ACKNOWLEDGED,
+    LEGACY,
+    MODERN,
+    OMIT,
+    RESOURCE,
+    SUBSCRIPTION_ID,
+    Exchange,
+    in_thread,
+    list_changed,
+    listen_body,
+    listen_headers,
+    make_token,
+    meta,
+    revoke_token,
+    scope,
+    updated,
+)
+
+pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
+
+INVALID_PARAMS = -32602
+METHOD_NOT_FOUND = -32601
+HEADER_MISMATCH = -32020
+UNSUPPORTED_VERSION = -32022
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def mcp_settings(settings: Any) -> None:
+    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "RESOURCE_URI": RESOURCE, "KEEPALIVE_SECONDS": 30}
+
+
+def set_mcp(settings: Any, **values: Any) -> None:
+    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, **values}
+
+
+@pytest.fixture
+def app() -> MCPApplication:
+    return MCPApplication(get_asgi_application(), path="/mcp")
+
+
+@dataclass
+class People:
+    alice: Any
+    bob: Any
+    alice_docs: list[Document]
+    bob_docs: list[Document]
+    alice_token: str
+    bob_token: str
+
+
+@pytest.fixture
+def people(transactional_db: None) -> People:
+    users = get_user_model().objects
+    alice, bob = users.create_user("alice"), users.create_user("bob")
+    alice_docs = [Document.objects.create(owner=alice, title=f"A{i}", body=f"alice {i}") for i in range(3)]
+    bob_docs = [Document.objects.create(owner=bob, title=f"B{i}", body=f"bob {i}") for i in range(2)]
+    return People(alice, bob, alice_docs, bob_docs, make_token(alice), make_token(bob))
+
+
+@pytest.fixture(autouse=True)
+def no_stream_left_behind() -> Any:
+    """Every test ends with no open stream counted and no group membership left in the in-memory layer."""
+    yield
+    assert dict(streams._open_streams) == {}
+    layer = broker.get_layer()
+    assert not any(getattr(layer, "groups", {}).values()), layer.groups
+
+
+def uri(doc: Document) -> str:
+    return f"learn://documents/{doc.pk}"
+
+
+async def listen(
+    app: MCPApplication,
+    token: str | None,
+    *,
+    request_id: Any = 1,
+    uris: list[str] | None = None,
+    list_changes: bool = False,
+    notifications: Any = None,
+    **headers: str | None,
+) -> Exchange:
+    if notifications is None:
+        notifications = {}
+        if uris is not None:
+            notifications["resourceSubscriptions"] = uris
+        if list_changes:
+            notifications["resourcesListChanged"] = True
+    exchange = Exchange(app, scope("POST", listen_headers(token, **headers)))
+    return await exchange.start(listen_body(request_id, notifications))
+
+
+async def opened(app: MCPApplication, token: str | None, **kwargs: Any) -> tuple[Exchange, dict[str, Any]]:
+    """A listen stream that was accepted, with its acknowledgement."""
+    exchange = await listen(app, token, **kwargs)
+    assert exchange.status == 200, await exchange.body()
+    ack = await exchange.event()
+    assert ack["method"] == ACKNOWLEDGED, ack
+    return exchange, ack
+
+
+async def post(app: MCPApplication, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, dict[str, str], Any]:
+    exchange = await Exchange(app, scope("POST", {"content-type": "application/json", **headers})).start(
+        json.dumps(body).encode()
+    )
+    raw = await exchange.body()
+    return exchange.status, exchange.headers, json.loads(raw) if raw else None
+
+
+def touch(doc: Document) -> None:
+    doc.refresh_from_db()
+    doc.body += "!"
+    doc.save()
+
+
+# The acknowledgement -------------------------------------------------------------------------------------------
+
+
+async def test_ack_first_with_only_the_honoured_uris(app: MCPApplication, people: People) -> None:
+    mine, theirs = uri(people.alice_docs[0]), uri(people.bob_docs[0])
+    await in_thread(
+        lambda: StaticResource.objects.create(uri="app://public-note", name="public-note", text="hello")  # type: ignore[misc]
+    )
+    asked = [mine, theirs, "learn://documents/999999", "nope://unknown", "not a uri", mine, "app://public-note"]
+    stream = await listen(
+        app,
+        people.alice_token,
+        notifications={
+            "resourceSubscriptions": asked,
+            "resourcesListChanged": True,
+            "toolsListChanged": True,
+            "promptsListChanged": True,
+        },
+    )
+    assert stream.status == 200
+    first = await stream.event()
+    assert first == {
+        "jsonrpc": "2.0",
+        "method": ACKNOWLEDGED,
+        "params": {
+            "_meta": {SUBSCRIPTION_ID: 1},
+            "notifications": {"resourcesListChanged": True, "resourceSubscriptions": [mine, "app://public-note"]},
+        },
+    }
+    # Bob's document was left out: a change to it never reaches alice, a change to hers does.
+    await in_thread(touch, people.bob_docs[0])
+    await in_thread(touch, people.alice_docs[0])
+    assert await stream.event() == updated(mine, 1)
+    await stream.disconnect()
+
+
+async def test_out_of_scope_uris_are_left_out(app: MCPApplication, people: People) -> None:
+    token = await in_thread(make_token, people.alice, "profile")
+    stream, ack = await opened(app, token, uris=[uri(people.alice_docs[0])], list_changes=True)
+    assert ack["params"]["notifications"] == {"resourcesListChanged": True, "resourceSubscriptions": []}
+    await in_thread(touch, people.alice_docs[0])
+    await in_thread(notify_resource_list_changed)
+    assert await stream.event() == list_changed(1)
+    await stream.disconnect()
+
+
+async def test_nothing_asked_nothing_honoured(app: MCPApplication, people: People) -> None:
+    stream, ack = await opened(app, people.alice_token, notifications={"resourcesListChanged": False})
+    assert ack["params"]["notifications"] == {}
+    await in_thread(touch, people.alice_docs[0])
+    await in_thread(notify_resource_list_changed)
+    await stream.silent(0.3)
+    await stream.disconnect()
+
+
+@pytest.mark.parametrize("request_id", [7, "listen-1", 0, ""])
+async def test_every_message_carries_the_subscription_id(app: MCPApplication, people: People, request_id: Any) -> None:
+    doc = people.alice_docs[1]
+    stream, ack = await opened(app, people.alice_token, request_id=request_id, uris=[uri(doc)], list_changes=True)
+    assert ack["params"]["_meta"] == {SUBSCRIPTION_ID: request_id}
+    await in_thread(touch, doc)
+    assert await stream.event() == updated(uri(doc), request_id)
+    await in_thread(notify_resource_list_changed)
+    assert await stream.event() == list_changed(request_id)
+    await stream.disconnect()
+
+
+async def test_sse_headers(app: MCPApplication, people: People) -> None:
+    stream, _ = await opened(app, people.alice_token, list_changes=True)
+    assert stream.headers["content-type"] == "text/event-stream"
+    assert stream.headers["x-accel-buffering"] == "no"
+    assert "no-cache" in stream.headers["cache-control"]
+    assert "content-length" not in stream.headers
+    await stream.disconnect()
+
+
+async def test_only_the_types_opted_into(app: MCPApplication, people: People) -> None:
+    doc = people.alice_docs[0]
+    updates_only, _ = await opened(app, people.alice_token, request_id="u", uris=[uri(doc)])
+    lists_only, _ = await opened(app, people.alice_token, request_id="l", list_changes=True)
+    await in_thread(notify_resource_list_changed)
+    await in_thread(touch, doc)
+    assert await updates_only.event() == updated(uri(doc), "u")  # the list change before it never came
+    await in_thread(notify_resource_list_changed)
+    assert await lists_only.event() == list_changed("l")
+    assert await lists_only.event() == list_changed("l")  # and no update in between
+    await updates_only.silent(0.2)
+    await updates_only.disconnect()
+    await lists_only.disconnect()
+
+
+async def test_keepalive_comments(app: MCPApplication, people: People, settings: Any) -> None:
+    set_mcp(settings, KEEPALIVE_SECONDS=0.1)
+    stream, _ = await opened(app, people.alice_token, list_changes=True)
+    assert await stream.frame(2) == ("comment", "keep-alive")
+    assert await stream.frame(2) == ("comment", "keep-alive")
+    await in_thread(notify_resource_list_changed)
+    assert await stream.event(2) == list_changed(1)
+    await stream.disconnect()
+
+
+# Where changes come from -----------------------------------------------------------------------------------------
+
+
+async def test_update_after_commit_not_before(app: MCPApplication, people: People) -> None:
+    doc = people.alice_docs[0]
+    stream, _ = await opened(app, people.alice_token, uris=[uri(doc)])
+    import threading
+
+    saved, release = threading.Event(), threading.Event()
+
+    def save_in_transaction() -> None:
+        with transaction.atomic():
+            touch(doc)
+            saved.set()
+            assert release.wait(10)
+
+    writer = asyncio.ensure_future(in_thread(save_in_transaction))
+    assert await asyncio.to_thread(saved.wait, 10)
+    await stream.silent(0.4)  # saved but not committed: nothing yet
+    release.set()
+    await writer
+    assert await stream.event() == updated(uri(doc), 1)
+    await stream.disconnect()
+
+
+async def test_no_update_on_rollback(app: MCPApplication, people: People) -> None:
+    rolled_back, committed = people.alice_docs[0], people.alice_docs[1]
+    stream, _ = await opened(app, people.alice_token, uris=[uri(rolled_back), uri(committed)])
+
+    def save_and_roll_back() -> None:
+        try:
+            with transaction.atomic():
+                touch(rolled_back)
+                raise RuntimeError("roll back")
+        except RuntimeError:
+            return
+        raise AssertionError("not rolled back")
+
+    await in_thread(save_and_roll_back)
+    await in_thread(touch, committed)
+    assert await stream.event() == updated(uri(committed), 1)
+    await stream.disconnect()
+
+
+async def test_delete_of_a_record_withholds_its_update(app: MCPApplication, people: People) -> None:
+    gone, kept = people.alice_docs[0], people.alice_docs[1]
+    stream, _ = await opened(app, people.alice_token, uris=[uri(gone), uri(kept)])
+    await in_thread(touch, gone)
+    assert await stream.event() == updated(uri(gone), 1)
+    await in_thread(lambda: Document.objects.filter(pk=gone.pk).delete())
+    await in_thread(notify_resource_updated, uri(gone))  # even an explicit notification is re-checked
+    await in_thread(touch, kept)
+    assert await stream.event() == updated(uri(kept), 1)
+    await stream.disconnect()
+
+
+async def test_access_lost_mid_stream_withholds_the_update(app: MCPApplication, people: People) -> None:
+    doc, other = people.alice_docs[0], people.alice_docs[1]
+    stream, _ = await opened(app, people.alice_token, uris=[uri(doc), uri(other)])
+    # The document moves to bob: alice may no longer read it.
+    await in_thread(lambda: Document.objects.filter(pk=doc.pk).update(owner=people.bob))
+    await in_thread(notify_resource_updated, uri(doc))
+    await in_thread(touch, other)
+    assert await stream.event() == updated(uri(other), 1)
+    await stream.disconnect()
+
+
+async def test_revoked_token_gets_no_update(app: MCPApplication, people: People) -> None:
+    doc = people.alice_docs[0]
+    revoked = await in_thread(make_token, people.alice)
+    stream, _ = await opened(app, revoked, request_id="revoked", uris=[uri(doc)])
+    witness, _ = await opened(app, people.alice_token, request_id="witness", uris=[uri(doc)])
+    await in_thread(touch, doc)
+    assert await stream.event() == updated(uri(doc), "revoked")
+    assert await witness.event() == updated(uri(doc), "witness")
+    await in_thread(revoke_token, revoked)
+    await in_thread(touch, doc)
+    assert await witness.event() == updated(uri(doc), "witness")  # the update was published...
+    await stream.silent(0.5)  # ...and withheld from the revoked token
+    await stream.disconnect()
+    await witness.disconnect()
+
+
+async def test_static_resource_admin_change(app: MCPApplication, people: People, settings: Any) -> None:
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    row = await in_thread(
+        lambda: StaticResource.objects.create(uri="app://readme", name="readme", text="v1")  # type: ignore[misc]
+    )
+    await in_thread(lambda: get_user_model().objects.create_superuser("admin", "a@example.com", "pw"))
+    stream, ack = await opened(app, people.alice_token, uris=["app://readme"], list_changes=True)
+    assert ack["params"]["notifications"]["resourceSubscriptions"] == ["app://readme"]
+
+    def edit_in_admin(**changes: str) -> None:
+        client = Client()
+        assert client.login(username="admin", password="pw")
+        data = {
+            "uri": "app://readme",
+            "name": "readme",
+            "title": "",
+            "description": "",
+            "mime_type": "text/plain",
+            "enabled": "on",
+            "text": "v2",
+            "binary": "",
+            "access": "public",
+            "required_scopes": "",
+        }
+        data.update(changes)
+        response = client.post(f"/admin/mcp_resources/staticresource/{row.pk}/change/", data)
+        assert response.status_code == 302, response.content[:2000]
+
+    await in_thread(edit_in_admin)
+    received = [await stream.event(), await stream.event()]
+    assert sorted(received, key=json.dumps) == sorted([updated("app://readme", 1), list_changed(1)], key=json.dumps)
+    # Disabled in the admin: the list changes; the row can no longer be read, so no update for it.
+    await in_thread(lambda: edit_in_admin(enabled=""))
+    assert await stream.event() == list_changed(1)
+    await stream.silent(0.3)
+    await stream.disconnect()
+
+
+async def test_list_changed_on_register_and_unregister(app: MCPApplication, people: People) -> None:
+    stream, _ = await opened(app, people.alice_token, list_changes=True)
+    unregister = site.register_resource("app://live-clock", "clock", lambda: "tick")  # on the event loop's thread
+    try:
+        assert await stream.event() == list_changed(1)
+    finally:
+        await in_thread(unregister)  # from a worker thread
+    assert await stream.event() == list_changed(1)
+    await in_thread(unregister)  # a second call is a no-op: nothing announced
+    await stream.silent(0.3)
+    await stream.disconnect()
+
+
+async def test_code_resource_push_reaches_its_subscribers(app: MCPApplication, people: People) -> None:
+    state = {"value": "one"}
+    changed: list[Any] = []
+    unregister = site.register_resource(
+        "app://live-state",
+        "state",
+        lambda: state["value"],
+        subscribe=lambda on_change: changed.append(on_change) or (lambda: None),
+    )
+    try:
+        stream, ack = await opened(app, people.alice_token, uris=["app://live-state"])
+        assert ack["params"]["notifications"]["resourceSubscriptions"] == ["app://live-state"]
+        for value in ("two", "two", "three"):
+            state["value"] = value
+            await in_thread(changed[0])
+        assert await stream.event() == updated("app://live-state", 1)
+        assert await stream.event() == updated("app://live-state", 1)
+        await stream.silent(0.3)
+        await stream.disconnect()
+    finally:
+        unregister()
+
+
+# Ending ------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("request_id", [3, "expiring"])
+async def test_token_expiry_ends_with_the_final_result(app: MCPApplication, people: People, request_id: Any) -> None:
+    token = await in_thread(lambda: make_token(people.alice, expires_in=1.5))
+    started = time.monotonic()
+    stream, _ = await opened(app, token, request_id=request_id, list_changes=True)
+    assert await stream.until_closed(5) == [
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "result": {"resultType": "complete", "_meta": {SUBSCRIPTION_ID: request_id}},
+        }
+    ]
+    assert 0.5 < time.monotonic() - started < 4
+    await stream.finished()
+
+
+async def test_expired_token_cannot_listen(app: MCPApplication, people: People) -> None:
+    token = await in_thread(lambda: make_token(people.alice, expires_in=-1))
+    stream = await listen(app, token, list_changes=True)
+    assert stream.status == 401
+    assert "invalid_token" in stream.headers["www-authenticate"]
+    await stream.body()
+
+
+async def test_disconnect_frees_the_stream(app: MCPApplication, people: People, settings: Any) -> None:
+    set_mcp(settings, STREAMS_PER_CALLER=1)
+    doc = people.alice_docs[0]
+    stream, _ = await opened(app, people.alice_token, uris=[uri(doc)], list_changes=True)
+    layer = broker.get_layer()
+    assert sum(streams._open_streams.values()) == 1
+    assert broker.uri_group(uri(doc)) in layer.groups
+    assert broker.LIST_CHANGED_GROUP in layer.groups
+    await stream.disconnect()
+    assert dict(streams._open_streams) == {}
+    assert broker.uri_group(uri(doc)) not in layer.groups
+    assert broker.LIST_CHANGED_GROUP not in layer.groups
+    # The caller's only slot is free again.
+    again, _ = await opened(app, people.alice_token, list_changes=True)
+    await again.disconnect()
+
+
+async def test_end_all_streams_ends_gracefully(app: MCPApplication, people: People) -> None:
+    modern, _ = await opened(app, people.alice_token, request_id="shutdown", list_changes=True)
+    legacy = await open_session_stream(app, people.alice_token)
+    await streams.end_all_streams()
+    assert await modern.until_closed() == [
+        {
+            "jsonrpc": "2.0",
+            "id": "shutdown",
+            "result": {"resultType": "complete", "_meta": {SUBSCRIPTION_ID: "shutdown"}},
+        }
+    ]
+    assert await legacy.until_closed() == []
+    await asyncio.sleep(0.05)
+    assert dict(streams._open_streams) == {}
+
+
+# Limits and bad input ------------------------------------------------------------------------------------------------
+
+
+async def test_too_many_uris_is_refused(app: MCPApplication, people: People, settings: Any) -> None:
+    set_mcp(settings, URIS_PER_LISTEN=3)
+    uris = [uri(d) for d in people.alice_docs] + ["learn://documents/999"]
+    stream = await listen(app, people.alice_token, request_id=9, uris=uris)
+    assert stream.status == 400
+    payload = await stream.json()
+    assert payload["id"] == 9
+    assert payload["error"]["code"] == INVALID_PARAMS
+    # Exactly at the limit is fine.
+    ok, ack = await opened(app, people.alice_token, uris=uris[:3])
+    assert ack["params"]["notifications"]["resourceSubscriptions"] == uris[:3]
+    await ok.disconnect()
+
+
+async def test_thousands_of_uris_are_refused_quickly(app: MCPApplication, people: People) -> None:
+    uris = [f"learn://documents/{i}" for i in range(5000)]
+    started = time.monotonic()
+    stream = await listen(app, people.alice_token, uris=uris)
+    assert stream.status == 400
+    assert (await stream.json())["error"]["code"] == INVALID_PARAMS
+    assert time.monotonic() - started < 5
+
+
+async def test_too_many_streams_per_caller(app: MCPApplication, people: People, settings: Any) -> None:
+    set_mcp(settings, STREAMS_PER_CALLER=2)
+    first, _ = await opened(app, people.alice_token, request_id=1, list_changes=True)
+    second, _ = await opened(app, people.alice_token, request_id=2, list_changes=True)
+    refused = await listen(app, people.alice_token, request_id=3, list_changes=True)
+    assert refused.status == 429
+    assert refused.headers["content-type"] == "application/json"
+    payload = await refused.json()
+    assert payload["id"] == 3
+    assert payload["error"]["code"] == -32600
+    # Another caller has slots of its own; a closed stream frees one.
+    bobs, _ = await opened(app, people.bob_token, request_id=4, list_changes=True)
+    await first.disconnect()
+    third, _ = await opened(app, people.alice_token, request_id=5, list_changes=True)
+    for stream in (second, bobs, third):
+        await stream.disconnect()
+
+
+@pytest.mark.parametrize(
+    "notifications",
+    [
+        OMIT,
+        None,
+        [],
+        "resources",
+        {"resourcesListChanged": "yes"},
+        {"resourcesListChanged": 1},
+        {"toolsListChanged": None},
+        {"resourceSubscriptions": "learn://documents/1"},
+        {"resourceSubscriptions": [1, 2]},
+        {"resourceSubscriptions": [None]},
+        {"resourceSubscriptions": {"uri": "learn://documents/1"}},
+    ],
+)
+async def test_malformed_filters(app: MCPApplication, people: People, notifications: Any) -> None:
+    exchange = Exchange(app, scope("POST", listen_headers(people.alice_token)))
+    await exchange.start(listen_body("bad", notifications))
+    assert exchange.status == 400
+    payload = await exchange.json()
+    assert payload["id"] == "bad"
+    assert payload["error"]["code"] == INVALID_PARAMS
+
+
+async def test_listen_without_a_token_is_401_with_a_challenge(app: MCPApplication, people: People) -> None:
+    stream = await listen(app, None, list_changes=True)
+    assert stream.status == 401
+    challenge = stream.headers["www-authenticate"]
+    assert challenge.startswith("Bearer ")
+    assert 'resource_metadata="http://127.0.0.1:8000/.well-known/oauth-protected-resource/mcp"' in challenge
+    assert "documents:read" in challenge
+    await stream.body()
+
+
+async def test_token_for_another_server_is_401(app: MCPApplication, people: People) -> None:
+    token = await in_thread(lambda: make_token(people.alice, resource="http://127.0.0.1:9999/mcp"))
+    stream = await listen(app, token, list_changes=True)
+    assert stream.status == 401
+    await stream.body()
+
+
+@pytest.mark.parametrize(
+    ("headers", "version", "status", "code"),
+    [
+        ({"mcp_method": None}, MODERN, 400, HEADER_MISMATCH),
+        ({"mcp_method": "resources/list"}, MODERN, 400, HEADER_MISMATCH),
+        ({"mcp_protocol_version": None}, MODERN, 400, HEADER_MISMATCH),
+        ({"mcp_protocol_version": "2025-11-25"}, MODERN, 400, HEADER_MISMATCH),
+        ({"mcp_protocol_version": "2099-01-01"}, "2099-01-01", 400, UNSUPPORTED_VERSION),
+        ({"mcp_protocol_version": LEGACY}, LEGACY, 400, UNSUPPORTED_VERSION),
+    ],
+)
+async def test_header_errors(
+    app: MCPApplication, people: People, headers: dict[str, str | None], version: str, status: int, code: int
+) -> None:
+    exchange = Exchange(app, scope("POST", listen_headers(people.alice_token, **headers)))
+    await exchange.start(listen_body(5, {"resourcesListChanged": True}, version=version))
+    assert exchange.status == status
+    payload = await exchange.json()
+    assert payload["id"] == 5
+    assert payload["error"]["code"] == code
+    if code == UNSUPPORTED_VERSION:
+        assert MODERN in payload["error"]["data"]["supported"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"",
+        b"{",
+        b"[]",
+        b'{"jsonrpc":"2.0","method":"subscriptions/listen"}',
+        b'{"jsonrpc":"2.0","id":1,"result":{}}',
+        b"\xff",
+    ],
+)
+async def test_unparseable_listen_requests(app: MCPApplication, people: People, body: bytes) -> None:
+    exchange = Exchange(app, scope("POST", listen_headers(people.alice_token)))
+    await exchange.start(body)
+    assert 400 <= exchange.status < 500
+    payload = await exchange.json()
+    assert payload["error"]["code"] in (-32700, -32600)
+
+
+async def test_legacy_subscribe_method_is_404_in_2026(app: MCPApplication, people: People) -> None:
+    for method in ("resources/subscribe", "resources/unsubscribe"):
+        body = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": method,
+            "params": {"uri": uri(people.alice_docs[0]), "_meta": meta()},
+        }
+        headers = {
+            "mcp-protocol-version": MODERN,
+            "mcp-method": method,
+            "authorization": f"Bearer {people.alice_token}",
+        }
+        status, _, payload = await post(app, body, headers)
+        assert status == 404
+        assert payload["error"]["code"] == METHOD_NOT_FOUND
+
+
+async def test_listen_refused_when_subscriptions_are_off(app: MCPApplication, people: People, settings: Any) -> None:
+    set_mcp(settings, SUBSCRIPTIONS=False)
+    stream = await listen(app, people.alice_token, list_changes=True)
+    assert stream.status == 404
+    assert (await stream.json())["error"]["code"] == METHOD_NOT_FOUND
+
+
+# A client that stops reading --------------------------------------------------------------------------------------
+
+
+async def test_a_client_that_never_reads_is_ended_and_memory_stays_flat(
+    app: MCPApplication, people: People, settings: Any
+) -> None:
+    """The transport stops taking writes (as uvicorn's flow control does when the peer's window is full)."""
+    set_mcp(settings, STREAM_SEND_TIMEOUT_SECONDS=0.3, STREAM_QUEUE_SIZE=10)
+    broker._local_layer = None  # a fresh in-memory layer with the small queue
+    inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    await inbox.put(
+        {"type": "http.request", "body": listen_body(1, {"resourcesListChanged": True}), "more_body": False}
+    )
+    sent: list[dict[str, Any]] = []
+    stuck = asyncio.Event()
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+        if message["type"] == "http.response.body" and len(sent) >= 3:
+            stuck.set()
+            await asyncio.Event().wait()  # the peer never reads again
+
+    task = asyncio.ensure_future(app(scope("POST", listen_headers(people.alice_token)), inbox.get, send))
+    try:
+        while len(sent) < 2:
+            await asyncio.sleep(0.01)
+        assert sent[0]["status"] == 200
+        assert ACKNOWLEDGED.encode() in sent[1]["body"]
+        layer = broker.get_layer()
+        # What the layer retains for the stuck stream (messages are deep-copied into its queue) stays bounded.
+        retained = [tracemalloc.Filter(True, "*/channels/layers.py"), tracemalloc.Filter(True, "*/copy.py")]
+        tracemalloc.start()
+        before = tracemalloc.take_snapshot().filter_traces(retained)
+        for _ in range(5000):
+            await broker.apublish(broker.LIST_CHANGED_GROUP, {"type": broker.LIST_CHANGED})
+        after = tracemalloc.take_snapshot().filter_traces(retained)
+        tracemalloc.stop()
+        growth = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
+        assert growth < 50_000, growth
+        assert all(queue.qsize() <= 10 for queue in layer.channels.values())
+        await asyncio.wait_for(task, 3)  # ended: the write timed out
+    finally:
+        task.cancel()
+        broker._local_layer = None
+    assert dict(streams._open_streams) == {}
+    assert broker.LIST_CHANGED_GROUP not in layer.groups
+
+
+# Legacy sessions ------------------------------------------------------------------------------------------------------
+
+
+def legacy_headers(token: str | None, session: str | None = None) -> dict[str, str]:
+    headers = {"mcp-protocol-version": LEGACY}
+    if token is not None:
+        headers["authorization"] = f"Bearer {token}"
+    if session is not None:
+        headers["mcp-session-id"] = session
+    return headers
+
+
+async def new_session(app: MCPApplication, token: str) -> str:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "pytest", "version": "0"}},
+    }
+    status, headers, payload = await post(app, body, {"authorization": f"Bearer {token}"})
+    assert status == 200, payload
+    assert payload["result"]["capabilities"]["resources"] == {"subscribe": True, "listChanged": True}
+    return headers["mcp-session-id"]
+
+
+async def open_session_stream(app: MCPApplication, token: str, session: str | None = None) -> Exchange:
+    session = session or await new_session(app, token)
+    exchange = await Exchange(
+        app, scope("GET", {**legacy_headers(token, session), "accept": "text/event-stream"})
+    ).start()
+    assert exchange.status == 200, await exchange.body()
+    assert exchange.headers["content-type"] == "text/event-stream"
+    assert exchange.headers["mcp-session-id"] == session
+    return exchange
+
+
+async def legacy_call(app: MCPApplication, token: str, session: str, method: str, **params: Any) -> tuple[int, Any]:
+    body = {"jsonrpc": "2.0", "id": 11, "method": method, "params": params}
+    status, _, payload = await post(app, body, legacy_headers(token, session))
+    return status, payload
+
+
+async def test_legacy_subscribe_updates_on_the_session_stream(app: MCPApplication, people: People) -> None:
+    doc, other = people.alice_docs[0], people.alice_docs[1]
+    session = await new_session(app, people.alice_token)
+    stream = await open_session_stream(app, people.alice_token, session)
+    assert await legacy_call(app, people.alice_token, session, "resources/subscribe", uri=uri(doc)) == (
+        200,
+        {"jsonrpc": "2.0", "id": 11, "result": {}},
+    )
+    await in_thread(touch, other)  # not subscribed
+    await in_thread(touch, doc)
+    assert await stream.event() == updated(uri(doc))  # no subscriptionId in 2025-11-25
+    await in_thread(notify_resource_list_changed)
+    assert await stream.event() == list_changed()
+    await stream.disconnect()
+
+
+async def test_legacy_subscriptions_made_before_the_stream_opens(app: MCPApplication, people: People) -> None:
+    doc = people.alice_docs[2]
+    session = await new_session(app, people.alice_token)
+    status, _ = await legacy_call(app, people.alice_token, session, "resources/subscribe", uri=uri(doc))
+    assert status == 200
+    stream = await open_session_stream(app, people.alice_token, session)
+    await in_thread(touch, doc)
+    assert await stream.event() == updated(uri(doc))
+    await stream.disconnect()
+
+
+async def test_legacy_unsubscribe_stops_updates(app: MCPApplication, people: People) -> None:
+    doc, other = people.alice_docs[0], people.alice_docs[1]
+    session = await new_session(app, people.alice_token)
+    stream = await open_session_stream(app, people.alice_token, session)
+    for target in (doc, other):
+        status, _ = await legacy_call(app, people.alice_token, session, "resources/subscribe", uri=uri(target))
+        assert status == 200
+    assert await legacy_call(app, people.alice_token, session, "resources/unsubscribe", uri=uri(doc)) == (
+        200,
+        {"jsonrpc": "2.0", "id": 11, "result": {}},
+    )
+    await in_thread(touch, doc)
+    await in_thread(touch, other)
+    assert await stream.event() == updated(uri(other))
+    # A stream opened later does not get the unsubscribed URI either.
+    await stream.disconnect()
+    later = await open_session_stream(app, people.alice_token, session)
+    await in_thread(touch, doc)
+    await in_thread(touch, other)
+    assert await later.event() == updated(uri(other))
+    await later.disconnect()
+
+
+async def test_a_second_get_takes_over(app: MCPApplication, people: People) -> None:
+    doc = people.alice_docs[0]
+    session = await new_session(app, people.alice_token)
+    status, _ = await legacy_call(app, people.alice_token, session, "resources/subscribe", uri=uri(doc))
+    assert status == 200
+    older = await open_session_stream(app, people.alice_token, session)
+    newer = await open_session_stream(app, people.alice_token, session)
+    assert await older.until_closed(5) == []  # the older one ended
+    await older.finished()
+    await in_thread(touch, doc)
+    assert await newer.event() == updated(uri(doc))
+    await newer.disconnect()
+
+
+async def test_another_users_session_is_404(app: MCPApplication, people: People) -> None:
+    session = await new_session(app, people.alice_token)
+    stream = await open_session_stream(app, people.alice_token, session)
+    for token in (people.bob_token, None):
+        get = await Exchange(app, scope("GET", legacy_headers(token, session))).start()
+        assert get.status == 404 if token else get.status in (401, 404)
+        await get.body()
+    status, payload = await legacy_call(
+        app, people.bob_token, session, "resources/subscribe", uri=uri(people.bob_docs[0])
+    )
+    assert status == 404
+    assert payload["error"]["code"] == -32600
+    # Nothing about bob's document reached alice's stream; alice's own subscription still works.
+    await in_thread(touch, people.bob_docs[0])
+    status, _ = await legacy_call(
+        app, people.alice_token, session, "resources/subscribe", uri=uri(people.alice_docs[0])
+    )
+    await in_thread(touch, people.alice_docs[0])
+    assert await stream.event() == updated(uri(people.alice_docs[0]))
+    await stream.disconnect()
+
+
+async def test_legacy_subscribe_to_an_unreadable_uri_is_refused(app: MCPApplication, people: People) -> None:
+    session = await new_session(app, people.alice_token)
+    stream = await open_session_stream(app, people.alice_token, session)
+    status, payload = await legacy_call(
+        app, people.alice_token, session, "resources/subscribe", uri=uri(people.bob_docs[0])
+    )
+    assert status == 200
+    assert payload["error"]["code"] == -32002
+    await in_thread(touch, people.bob_docs[0])
+    await in_thread(notify_resource_list_changed)
+    assert await stream.event() == list_changed()
+    await stream.disconnect()
+
+
+async def test_delete_of_the_session_ends_its_stream(app: MCPApplication, people: People) -> None:
+    session = await new_session(app, people.alice_token)
+    stream = await open_session_stream(app, people.alice_token, session)
+    exchange = await Exchange(app, scope("DELETE", legacy_headers(people.alice_token, session))).start()
+    assert exchange.status == 204
+    await exchange.body()
+    assert await stream.until_closed(5) == []
+    await stream.finished()
+    gone = await Exchange(app, scope("GET", legacy_headers(people.alice_token, session))).start()
+    assert gone.status == 404
+    await gone.body()
+
+
+async def test_get_without_a_session_is_405(app: MCPApplication, people: People) -> None:
+    exchange = await Exchange(app, scope("GET", {"authorization": f"Bearer {people.alice_token}"})).start()
+    assert exchange.status == 405
+    await exchange.body()
+
+
+async def test_a_takeover_is_not_refused_by_the_stream_limit(
+    app: MCPApplication, people: People, settings: Any
+) -> None:
+    """A client reconnecting its session's GET stream replaces the old one, even at STREAMS_PER_CALLER."""
+    set_mcp(settings, STREAMS_PER_CALLER=1)
+    session = await new_session(app, people.alice_token)
+    older = await open_session_stream(app, people.alice_token, session)
+    newer = await open_session_stream(app, people.alice_token, session)
+    assert await older.until_closed(5) == []
+    await older.finished()
+    await in_thread(notify_resource_list_changed)
+    assert await newer.event() == list_changed()
+    # A stream of another session still counts: the limit holds.
+    refused = await Exchange(
+        app, scope("GET", legacy_headers(people.alice_token, await new_session(app, people.alice_token)))
+    ).start()
+    assert refused.status == 429
+    await refused.body()
+    await newer.disconnect()
+
+
+# The channel layer -------------------------------------------------------------------------------------------------
+
+
+async def test_group_membership_outlives_the_layers_group_expiry(
+    app: MCPApplication, people: People, settings: Any
+) -> None:
+    """Layers drop group members after ``group_expiry`` (a day by default): a long-lived stream renews its own."""
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"group_expiry": 1}}
+    }
+    set_mcp(settings, KEEPALIVE_SECONDS=0.2)
+    doc = people.alice_docs[0]
+    stream, _ = await opened(app, people.alice_token, uris=[uri(doc)], list_changes=True)
+    await asyncio.sleep(3.5)
+    await in_thread(touch, doc)
+    assert await stream.event() == updated(uri(doc), 1)
+    await in_thread(notify_resource_list_changed)
+    assert await stream.event() == list_changed(1)
+    await stream.disconnect()
+
+
+async def test_an_unreachable_channel_layer_is_a_clean_error(
+    app: MCPApplication, people: People, settings: Any
+) -> None:
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": ["redis://127.0.0.1:1/0"]}}
+    }
+    for request_id in (1, 2):
+        stream = await listen(app, people.alice_token, request_id=request_id, list_changes=True)
+        assert stream.status != 500
+        payload = await stream.json()
+        assert payload["id"] == request_id
+        assert payload["error"]["code"] == -32603
+        await stream.finished()
+    assert dict(streams._open_streams) == {}
+    # Publishing into an unreachable layer is logged, never raised.
+    await in_thread(notify_resource_list_changed)
+    await in_thread(touch, people.alice_docs[0])
+
+
+# Shutdown through the ASGI lifespan protocol ----------------------------------------------------------------------
+
+
+async def test_lifespan_shutdown_ends_every_stream_gracefully(app: MCPApplication, people: People) -> None:
+    from asgiref.testing import ApplicationCommunicator
+
+    lifespan = ApplicationCommunicator(app, {"type": "lifespan", "asgi": {"version": "3.0"}})
+    await lifespan.send_input({"type": "lifespan.startup"})
+    assert await lifespan.receive_output(5) == {"type": "lifespan.startup.complete"}
+    first, _ = await opened(app, people.alice_token, request_id=1, list_changes=True)
+    second, _ = await opened(app, people.bob_token, request_id="two", uris=[uri(people.bob_docs[0])])
+    legacy = await open_session_stream(app, people.alice_token)
+    await lifespan.send_input({"type": "lifespan.shutdown"})
+    assert await lifespan.receive_output(10) == {"type": "lifespan.shutdown.complete"}
+    for stream, request_id in ((first, 1), (second, "two")):
+        assert await stream.until_closed(1) == [
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "result": {"resultType": "complete", "_meta": {SUBSCRIPTION_ID: request_id}},
+            }
+        ]
+    assert await legacy.until_closed(1) == []
+    await lifespan.wait(5)
+    assert dict(streams._open_streams) == {}
+
+
+# Never a 500 ---------------------------------------------------------------------------------------------------------
+
+
+async def test_no_bad_request_is_ever_a_500(app: MCPApplication, people: People, settings: Any) -> None:
+    set_mcp(settings, URIS_PER_LISTEN=5)
+    token = people.alice_token
+    session = await new_session(app, token)
+    long_uri = "learn://documents/" + "9" * 5000
+    cases: list[tuple[str, dict[str, str], bytes]] = [
+        ("POST", listen_headers(token), listen_body(1, {"resourceSubscriptions": [long_uri]})),
+        ("POST", listen_headers(token), listen_body(1, {"resourceSubscriptions": ["\udcff"]})),
+        ("POST", listen_headers(token), listen_body(1, {"resourceSubscriptions": ["learn://documents/\x00"]})),
+        ("POST", listen_headers(token), listen_body({"nested": "id"}, {"resourcesListChanged": True})),
+        ("POST", listen_headers(token), listen_body(1.5, {"resourcesListChanged": True})),
+        ("POST", listen_headers(token), listen_body(None, {"resourcesListChanged": True})),
+        ("POST", listen_headers(token), b'{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":[]}'),
+        ("POST", listen_headers(token), b'{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen"}'),
+        ("POST", listen_headers("not-a-token"), listen_body(1, {"resourcesListChanged": True})),
+        ("POST", listen_headers(token, authorization="Basic abc"), listen_body(1, {"resourcesListChanged": True})),
+        ("POST", listen_headers(token, origin="http://evil.example"), listen_body(1, {"resourcesListChanged": True})),
+        ("POST", {**listen_headers(token), "mcp-session-id": session}, listen_body(1, {"resourcesListChanged": True})),
+        ("POST", listen_headers(token), b"x" * (2 * 1024 * 1024)),
+        ("GET", legacy_headers(token, "\x01bad"), b""),
+        ("GET", legacy_headers(token, "x" * 300), b""),
+        ("GET", legacy_headers("not-a-token", session), b""),
+        ("GET", {**legacy_headers(token, session), "origin": "http://evil.example"}, b""),
+        ("DELETE", legacy_headers(token, "unknown"), b""),
+        ("DELETE", legacy_headers(people.bob_token, session), b""),
+    ]
+    for method, headers, body in cases:
+        exchange = await Exchange(app, scope(method, headers)).start(body)
+        assert exchange.status < 500, (method, headers, body[:100], exchange.status)
+        if exchange.status == 200 and exchange.headers.get("content-type") == "text/event-stream":
+            await exchange.disconnect()
+        else:
+            await exchange.body()
+    # Bob's DELETE did not end alice's session.
+    stream = await open_session_stream(app, token, session)
+    await stream.disconnect()
+
+
+async def test_concurrent_legacy_subscribes_are_all_kept(app: MCPApplication, people: People) -> None:
+    """``resources/subscribe`` requests of one session in parallel: none of them is lost (stored or streamed)."""
+    docs = await in_thread(
+        lambda: [Document.objects.create(owner=people.alice, title=f"C{i}", body="c") for i in range(12)]
+    )
+    session = await new_session(app, people.alice_token)
+    replies = await asyncio.gather(
+        *(legacy_call(app, people.alice_token, session, "resources/subscribe", uri=uri(doc)) for doc in docs)
+    )
+    assert all(status == 200 and "result" in payload for status, payload in replies), replies
+    stream = await open_session_stream(app, people.alice_token, session)
+    for doc in docs:  # one at a time: SQLite's shared in-memory test database locks tables under concurrent use
+        await in_thread(touch, doc)
+        assert await stream.event() == updated(uri(doc))
+    await stream.disconnect()
