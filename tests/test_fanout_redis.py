@@ -151,10 +151,13 @@ class Cluster:
         )
         return list(json.loads(out))
 
-    def touch(self, pk: int) -> None:
+    def touch(self, *pks: int) -> None:
+        """Save each document (one commit each) in a separate process."""
         self.shell(
-            "from testproject.library.models import Document; "
-            f"d = Document.objects.get(pk={pk}); d.body += '!'; d.save(); print('ok')"
+            "from testproject.library.models import Document\n"
+            f"for pk in {list(pks)!r}:\n"
+            "    d = Document.objects.get(pk=pk); d.body += '!'; d.save()\n"
+            "print('ok')"
         )
 
 
@@ -263,11 +266,11 @@ class SSE:
             self.closed.set()
             self.messages.put(None)
 
-    def next(self, timeout: float = 15) -> Any:
+    def next(self, timeout: float = 30) -> Any:
         try:
             message = self.messages.get(timeout=timeout)
         except queue.Empty:
-            raise AssertionError(f"no message within {timeout}s") from None
+            raise AssertionError(f"no message within {timeout}s (received so far: {self.seen})") from None
         if message is None:
             self.messages.put(None)
             raise EOFError("the stream closed")
@@ -396,8 +399,7 @@ def test_bob_never_receives_anything_about_alices_documents(cluster: Cluster) ->
     status, payload = legacy_call(cluster.a, bob_a, session, "resources/subscribe", uri=doc_uri(bob_docs[0]))
     assert (status, payload["result"]) == (200, {})
     try:
-        for pk in alice_docs:
-            cluster.touch(pk)
+        cluster.touch(*alice_docs)
         assert alice_a.next() == updated(doc_uri(alice_docs[0]), "alice")
         cluster.touch(bob_docs[0])  # the sentinel
         assert bob_b.next() == updated(doc_uri(bob_docs[0]), "bob")
@@ -690,9 +692,12 @@ def test_parallel_subscribes_on_both_processes_are_all_kept(cluster: Cluster) ->
     try:
         assert stream.status == 200
         time.sleep(0.3)
-        for pk in docs:
-            cluster.touch(pk)
-        assert {stream.next()["params"]["uri"] for _ in docs} == {doc_uri(pk) for pk in docs}
+        cluster.touch(*docs)
+        received = [stream.next() for _ in docs]
+        assert {message["params"]["uri"] for message in received} == {doc_uri(pk) for pk in docs}, (
+            received,
+            cluster.b.logged()[-3000:],
+        )
     finally:
         stream.close()
 
