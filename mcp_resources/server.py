@@ -38,7 +38,7 @@ from mcp_resources.inventory import DeadlineExceeded, InventoryError, PositionEr
 from mcp_resources.ordering import order_after
 from mcp_resources.principal import ANONYMOUS, Principal
 from mcp_resources.registry import ResourceRegistry, site
-from mcp_resources.resources import PUBLIC, ResourceTemplate, normalize_contents
+from mcp_resources.resources import PUBLIC, ModelResourceTemplate, ResourceTemplate, normalize_contents
 from mcp_resources.uris import MAX_URI_LENGTH, validate_uri
 
 if TYPE_CHECKING:
@@ -194,12 +194,16 @@ class MCPServer:
         """Templates that list instances: protected and discoverable ones, in registration order."""
         return [t for t in self.registry.templates if t.lists_instances and t.access != PUBLIC and t.discoverable]
 
+    def inventory_scopes(self) -> list[str]:
+        """Every scope the inventory sources require, in order: the challenge for an unauthenticated caller."""
+        return list(dict.fromkeys(scope for source in self.sources() for scope in source.scopes))
+
     def _accessible_sources(self, ctx: CallContext) -> list[ResourceTemplate]:
         """Authorize the whole listing: 401 without a caller, 403 when no source is accessible."""
         sources = self.sources()
         if not sources:
             return []
-        scopes = [scope for source in sources for scope in source.scopes]
+        scopes = self.inventory_scopes()
         if not ctx.principal.authenticated:
             raise AuthenticationRequired(scopes)
         accessible = [s for s in sources if self.may_access(s.access, s.scopes, ctx)]
@@ -364,7 +368,8 @@ class MCPServer:
             result["cacheScope"] = scope
         return result
 
-    def _read(self, uri: str, ctx: CallContext) -> tuple[Any, str | None, str]:
+    def _resolve(self, uri: str, ctx: CallContext) -> tuple[Any, ResourceTemplate | None, Any]:
+        """Route ``uri`` to a static resource or a template and authorize the caller for it."""
         from mcp_resources.models import StaticResource
 
         static: Any = self.registry.get_resource(uri)
@@ -372,13 +377,19 @@ class MCPServer:
             static = StaticResource.objects.filter(uri=uri, enabled=True).first()
         if static is not None:
             self.authorize(static.access, static.scopes, ctx)
-            scope = "public" if static.access == PUBLIC else "private"
-            return static.read(ctx.request), static.mime_type or None, scope
+            return static, None, None
         matched = self.registry.match(uri)
         if matched is None:
             raise self.not_found(uri, ctx)
         template, variables = matched
         self.authorize(template.access, template.scopes, ctx)
+        return None, template, variables
+
+    def _read(self, uri: str, ctx: CallContext) -> tuple[Any, str | None, str]:
+        static, template, variables = self._resolve(uri, ctx)
+        if template is None:
+            scope = "public" if static.access == PUBLIC else "private"
+            return static.read(ctx.request), static.mime_type or None, scope
         try:
             contents = template.read(ctx.request, uri, variables)
         except ResourceNotFound:
@@ -388,8 +399,21 @@ class MCPServer:
     # Subscriptions ---------------------------------------------------------------------------------------------
 
     def check_readable(self, uri: str, ctx: CallContext) -> None:
-        """Raise unless the caller may read ``uri`` now (the same checks as ``resources/read``)."""
-        self._read(uri, ctx)
+        """Raise unless the caller may read ``uri`` now: the checks of ``resources/read`` without the contents.
+
+        Static and live resources need only their access policy (``get()`` is not called); a model template
+        fetches the record through the caller's queryset; any other template is read.
+        """
+        _static, template, variables = self._resolve(uri, ctx)
+        if template is None:
+            return
+        try:
+            if isinstance(template, ModelResourceTemplate) and type(template).read is ModelResourceTemplate.read:
+                template.get_object(ctx.request, variables)  # contents are not needed to decide access
+            else:
+                template.read(ctx.request, uri, variables)
+        except ResourceNotFound:
+            raise self.not_found(uri, ctx) from None
 
     def may_read(self, uri: str, ctx: CallContext) -> bool:
         try:

@@ -120,7 +120,8 @@ class MCPView(View):
             return too_large
         return body
 
-    def post(self, request: HttpRequest) -> HttpResponse:
+    def read_message(self, request: HttpRequest) -> tuple[jsonrpc.Message, Principal] | HttpResponse:
+        """Read, parse and authenticate one POSTed message; a response refuses it."""
         body = self.read_body(request)
         if isinstance(body, HttpResponse):
             return body
@@ -133,6 +134,13 @@ class MCPView(View):
         except AuthenticationRequired as exc:
             logger.info("refused MCP request: %s", exc.reason or "authentication failed")
             return self.auth_failure(request, exc)
+        return message, principal
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        read = self.read_message(request)
+        if isinstance(read, HttpResponse):
+            return read
+        message, principal = read
 
         session_id = header(request, SESSION_HEADER)
         version_header = header(request, "MCP-Protocol-Version")
@@ -260,17 +268,10 @@ class MCPView(View):
         refused = self.precheck(request)
         if refused is not None:
             return refused
-        body = self.read_body(request)
-        if isinstance(body, HttpResponse):
-            return body
-        try:
-            message = jsonrpc.parse_message(body)
-        except jsonrpc.RPCError as exc:
-            return error_response(exc)
-        try:
-            principal = self.authenticate(request)
-        except AuthenticationRequired as exc:
-            return self.auth_failure(request, exc)
+        read = self.read_message(request)
+        if isinstance(read, HttpResponse):
+            return read
+        message, principal = read
         if message.method is None or message.is_notification:
             return error_response(jsonrpc.InvalidRequest("subscriptions/listen must be a request", request_id=None))
         try:
@@ -280,8 +281,7 @@ class MCPView(View):
         server = self.get_server()
         ctx = CallContext(request, version, principal, capabilities)
         if server.sources() and not principal.authenticated:
-            scopes = [scope for source in server.sources() for scope in source.scopes]
-            return self.auth_failure(request, AuthenticationRequired(scopes), message.id)
+            return self.auth_failure(request, AuthenticationRequired(server.inventory_scopes()), message.id)
         try:
             honoured = server.prepare_listen(message.params, ctx)
         except jsonrpc.RPCError as exc:
