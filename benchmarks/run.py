@@ -253,9 +253,15 @@ def markdown_results(latest: dict[str, Any]) -> str:
                 if "ours_tc_over_drf" in p
                 else ""
             )
+            front = (
+                f"; through `MCPWSGIApplication` (no middleware stack, as the demo's `wsgi.py`): "
+                f"{p['ours_front_pages_per_s']:.0f} pages/s ({p['ours_front_over_drf']:.2f}x)"
+                if "ours_front_over_drf" in p
+                else ""
+            )
             other.append(
                 f"- Item 2, {p['label']}: ours {p['ours_pages_per_s']:.0f} pages/s, DRF "
-                f"{p['drf_pages_per_s']:.0f} pages/s ({p['ours_over_drf']:.2f}x){cached}."
+                f"{p['drf_pages_per_s']:.0f} pages/s ({p['ours_over_drf']:.2f}x){cached}{front}."
             )
     if raw:
         for p in raw["pages"]:

@@ -9,6 +9,10 @@ Every other path goes to the wrapped Django application, so the admin and the OA
 Middleware does not run for the MCP path: the view does its own ``Host``/``Origin`` validation, needs no CSRF,
 session or message middleware, and authenticates every request from its ``Authorization`` header.
 
+While the view runs, ``MCPApplication`` listens for ``http.disconnect``: a client that disconnects cancels the
+request (:mod:`mcp_resources.cancellation`), which stops a running ``resources/list`` and frees the worker thread,
+and no response is sent to it.
+
 ``MCPApplication`` answers the ASGI lifespan protocol itself (Django's handler does not speak it): at shutdown it
 ends the open streams, 2026-07-28 listeners with the final result. Servers end the streams only when they stop
 waiting for open connections: run uvicorn with ``--timeout-graceful-shutdown``.
@@ -22,7 +26,9 @@ waiting for open connections: run uvicorn with ``--timeout-graceful-shutdown``.
 
 from __future__ import annotations
 
+import asyncio
 import io
+import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -31,9 +37,11 @@ from django.core import signals
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
-from mcp_resources import jsonrpc
+from mcp_resources import cancellation, jsonrpc
 from mcp_resources.conf import mcp_settings
 from mcp_resources.server import MCPServer
+
+logger = logging.getLogger("mcp_resources.asgi")
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -75,8 +83,51 @@ class MCPApplication:
             )
         else:
             request = ASGIRequest(scope, io.BytesIO(body))
-            response = await sync_to_async(self._handle, thread_sensitive=False)(request)
-        await self._send(response, send)
+            token = cancellation.attach(request)
+            response = await self._respond(request, receive, token)
+            if token.cancelled:
+                logger.debug("the client disconnected before the response: nothing sent")
+                return
+        try:
+            await self._send(response, send)
+        except OSError:
+            # A server refuses sends after the client has gone with an OSError (the ASGI spec): nobody to tell.
+            logger.debug("the client disconnected while the response was sent")
+
+    async def _respond(
+        self, request: HttpRequest, receive: Receive, token: cancellation.CancellationToken
+    ) -> HttpResponseBase:
+        """Run the view in one worker thread while listening for the client's disconnect, which cancels ``token``."""
+        view = asyncio.ensure_future(sync_to_async(self._handle, thread_sensitive=False)(request))
+        watcher = asyncio.ensure_future(self._watch_disconnect(receive, token))
+        try:
+            return await view
+        except asyncio.CancelledError:
+            # The server abandoned the request (a forced shutdown): free the worker thread as a disconnect would.
+            token.cancel(run_hooks=False)
+            asyncio.get_running_loop().run_in_executor(cancellation.hook_executor(), token.run_hooks)
+            raise
+        finally:
+            watcher.cancel()
+            await asyncio.wait({watcher})  # the watcher ends here, whether it was waiting or cancelling
+            if not watcher.cancelled() and watcher.exception() is not None:
+                logger.warning("listening for a disconnect failed: %r", watcher.exception())
+
+    @staticmethod
+    async def _watch_disconnect(receive: Receive, token: cancellation.CancellationToken) -> None:
+        """Wait for ``http.disconnect`` (the body has been read: nothing else comes), then cancel ``token``."""
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        token.cancel(run_hooks=False)  # at once: the view sees it at its next check
+        loop = asyncio.get_running_loop()
+        executor = cancellation.hook_executor()  # a hook blocks on a round trip to the database: not on the loop
+        delay = 0.05
+        while token.has_hooks:
+            # Repeated while the block that registered the hook still runs: PostgreSQL ignores a cancel request that
+            # arrives before it has read the query, so a query sent just as the first one arrived would run on.
+            await loop.run_in_executor(executor, token.run_hooks)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
     @staticmethod
     async def _lifespan(receive: Receive, send: Send) -> None:

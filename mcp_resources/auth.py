@@ -3,9 +3,9 @@
 The authentication class is pluggable (``MCP_RESOURCES["AUTHENTICATION_CLASS"]``). The default,
 :class:`OAuth2Authentication`, makes the endpoint an OAuth 2.1 resource server on django-oauth-toolkit: it
 validates the access token, checks its audience (RFC 8707) against the canonical resource URI, sets
-``request.user`` and ``request.auth`` and returns a :class:`Principal`. This is the only module that imports
-``oauth2_provider``. A token in the query string or body is never looked at, a received token is never passed
-anywhere, and no log line contains one.
+``request.user`` and ``request.auth`` and returns a :class:`Principal` (the token's row is read by
+:mod:`mcp_resources.tokenlookup`). A token in the query string or body is never looked at, a received token is
+never passed anywhere, and no log line contains one.
 
 The class also answers the questions the rest of the app asks about authorization: which authorization servers
 protect the endpoint (for the protected resource metadata) and what a 401/403 answer looks like.
@@ -21,11 +21,14 @@ import logging
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from django.contrib.auth.models import AnonymousUser
 from django.http import HttpResponse
+from django.utils import timezone
 
+from mcp_resources import tokenlookup
 from mcp_resources.conf import mcp_settings
 from mcp_resources.exceptions import AuthenticationRequired, InsufficientScope
 from mcp_resources.metadata import (
@@ -233,7 +236,19 @@ class OAuth2Authentication(BaseAuthentication):
         return principal
 
     def validate(self, request: HttpRequest, token: str, key: str) -> CachedToken:
-        """Validate ``token`` with django-oauth-toolkit; raise :class:`AuthenticationRequired` if not valid."""
+        """Validate ``token`` against django-oauth-toolkit's tokens; raise :class:`AuthenticationRequired` if not.
+
+        With django-oauth-toolkit's default validator the token is read with one narrow precompiled query
+        (:mod:`mcp_resources.tokenlookup`) and held to the same rules (known, not expired); otherwise the
+        configured validator class decides.
+        """
+        if tokenlookup.fast_path_available():
+            row = tokenlookup.find_token(key)
+            if row is None:
+                self.refuse(key, "unknown or revoked token")
+            if row.expires is None or timezone.now() >= row.expires:
+                self.refuse(key, "expired token", row.client_id)
+            return self.accepted(key, row.user, row.client_id, row.scope, row.resource, row.expires)
         from oauth2_provider.settings import oauth2_settings
         from oauthlib.common import Request as OAuthRequest
 
@@ -248,7 +263,14 @@ class OAuth2Authentication(BaseAuthentication):
         access_token = oauth_request.access_token
         application = access_token.application
         client_id = application.client_id if application is not None else None
-        user = access_token.user
+        return self.accepted(
+            key, access_token.user, client_id, access_token.scope, access_token.resource, access_token.expires
+        )
+
+    def accepted(
+        self, key: str, user: Any, client_id: str | None, scope: str | None, resource: Any, expires: datetime
+    ) -> CachedToken:
+        """What a valid token resolves to, once its user is checked (active, with a valid subject)."""
         subject = None
         if user is not None:
             if not user.is_active:
@@ -259,10 +281,10 @@ class OAuth2Authentication(BaseAuthentication):
         return CachedToken(
             user=user,
             client_id=client_id,
-            scope=access_token.scope or "",
-            resource=tuple(str(r) for r in access_token.resource or ()),
+            scope=scope or "",
+            resource=tuple(str(r) for r in resource or ()),
             subject=subject,
-            expires_at=access_token.expires.timestamp(),
+            expires_at=expires.timestamp(),
         )
 
     def get_subject(self, user: Any) -> str | None:

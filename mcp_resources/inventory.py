@@ -16,11 +16,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mcp_resources import jsonrpc
+from mcp_resources.cancellation import RequestCancelled, cancellable_queries, token_for
 from mcp_resources.pagination import (
     BadPosition,
     RowKey,
     decode_position,
     keyset_queryset,
+    native_timestamps,
     prefix_variables,
     resolve_field,
     statement_timeout,
@@ -163,7 +165,11 @@ def model_page(
             query = query.values_list(*plan.columns)
         elif template.list_fields is not None:
             query = query.only(*_only_fields(template))
-        with statement_timeout(query.db, remaining_ms):
+        with (
+            statement_timeout(query.db, remaining_ms),
+            native_timestamps(query.db),
+            cancellable_queries(request, query.db),
+        ):
             rows = list(query)
     except (ValueError, TypeError):
         # A completed prefix variable that does not fit the field's type names no record.
@@ -262,6 +268,7 @@ class Traversal:
         self.base_bytes = base_bytes
         self.deadline = deadline
         self.cursor_bytes = cursor_bytes
+        self.cancellation = token_for(request)
         self._seen: set[str] = set()
 
     def _phases(self) -> list[str]:
@@ -285,9 +292,15 @@ class Traversal:
                 return index, None
         return len(phases), None
 
-    def _fetch(self, phase_index: int, after: Any, limit: int) -> tuple[list[Entry], bool]:
+    def _check(self) -> None:
+        """Stop when the client has disconnected or the deadline has passed."""
+        if self.cancellation is not None and self.cancellation.cancelled:
+            raise RequestCancelled()
         if time.monotonic() > self.deadline:
             raise DeadlineExceeded()
+
+    def _fetch(self, phase_index: int, after: Any, limit: int) -> tuple[list[Entry], bool]:
+        self._check()
         if phase_index == 0:
             rows = self.static_page(after, limit + 1, self.prefix)
             result = rows[:limit], len(rows) > limit
@@ -302,12 +315,20 @@ class Traversal:
                 deadline=self.deadline,
                 seen=self._seen,
             )
-        if time.monotonic() > self.deadline:
-            # Work that finished late fails too: a page is answered within the deadline or not at all.
-            raise DeadlineExceeded()
+        # Work that finished late (or for a client that has gone) fails too: a page is answered within the deadline
+        # or not at all, and what a cancelled source returned is discarded.
+        self._check()
         return result
 
     def page(self, position: list[Any] | None) -> PageResult:
+        """One page from ``position``; raises :exc:`DeadlineExceeded` or :exc:`RequestCancelled` when cut short."""
+        try:
+            return self._page(position)
+        except RequestCancelled:
+            logger.info("resources/list cancelled: the client disconnected")
+            raise
+
+    def _page(self, position: list[Any] | None) -> PageResult:
         phases = self._phases()
         index, after = self._start(position)
         resources: list[dict[str, Any]] = []

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from django.conf import settings
 from django.db import connections, models, transaction
 from django.db.models import Q, QuerySet
 
@@ -55,19 +56,15 @@ def _sort_expressions(queryset: QuerySet[Any], ordering: Sequence[str]) -> tuple
 
 
 def keyset_filter(names: Sequence[str], values: Sequence[Any]) -> Q:
-    """``(a, b, c) > (x, y, z)`` expanded as ``a > x OR (a = x AND b > y) OR (a = x AND b = y AND c > z)``.
+    """``(a, b, c) > (x, y, z)`` as ``a >= x AND (a > x OR (b >= y AND (b > y OR c > z)))``.
 
-    For compound keys a redundant ``a >= x`` is ANDed in front: the planner turns it into an index range start,
-    where the disjunction alone is applied as a filter after scanning every earlier row.
+    The leading ``a >= x`` is what the planner turns into an index range start (a plain disjunction would be
+    applied as a filter after scanning every earlier row); the nesting needs ``2n - 1`` comparisons for ``n``
+    fields where the flat expansion ``a > x OR (a = x AND b > y) OR ...`` needs ``n(n + 1)/2``.
     """
-    condition = Q()
-    for i, name in enumerate(names):
-        clause = Q(**{f"{name}__gt": values[i]})
-        for j in range(i):
-            clause &= Q(**{names[j]: values[j]})
-        condition |= clause
-    if len(names) > 1:
-        condition = Q(**{f"{names[0]}__gte": values[0]}) & condition
+    condition = Q(**{f"{names[-1]}__gt": values[-1]})
+    for name, value in zip(reversed(names[:-1]), reversed(values[:-1]), strict=True):
+        condition = Q(**{f"{name}__gte": value}) & (Q(**{f"{name}__gt": value}) | condition)
     return condition
 
 
@@ -204,6 +201,41 @@ class _TimeoutPrefix:
             # psycopg 3 positions the cursor on the first result (the SET): move to the query's.
             cursor.nextset()
         return result
+
+
+@contextlib.contextmanager
+def native_timestamps(using: str) -> Iterator[None]:
+    """Read ``timestamptz`` columns with psycopg's own (C) loader for the queries inside the block.
+
+    Django loads every ``timestamptz`` through a Python subclass of psycopg's loader that re-attaches its own
+    ``tzinfo`` (about 6 µs a value, a third of a 100-row page here). With ``USE_TZ`` on and the session time zone
+    the one Django expects (Django sets it), psycopg's loader returns the same aware datetimes, tzinfo
+    included: the block registers it on each query's cursor, and nothing else changes. Elsewhere (SQLite,
+    psycopg 2, ``USE_TZ`` off, a session time zone that differs) the block does nothing.
+    """
+    connection = connections[using]
+    if connection.vendor != "postgresql" or not settings.USE_TZ:
+        yield
+        return
+    from django.db.backends.postgresql.psycopg_any import is_psycopg3
+
+    if not is_psycopg3:
+        yield
+        return
+    connection.ensure_connection()
+    if connection.connection.info.timezone != connection.timezone:
+        yield
+        return
+    with connection.execute_wrapper(_register_native_timestamps):
+        yield
+
+
+def _register_native_timestamps(execute: Any, sql: str, params: Any, many: bool, context: dict[str, Any]) -> Any:
+    from psycopg.types.datetime import TimestamptzLoader
+
+    # psycopg substitutes its C implementation for this class when it is available.
+    context["cursor"].cursor.adapters.register_loader("timestamptz", TimestamptzLoader)
+    return execute(sql, params, many, context)
 
 
 # Prefix push-down -------------------------------------------------------------------------------------------

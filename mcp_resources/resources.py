@@ -115,7 +115,8 @@ class ResourceTemplate:
         Return ``(entries, has_more)`` (or an :class:`InventoryPage`): at most ``limit`` entries
         ``(key, {"uri", "name", "mimeType"})`` with keys strictly after ``after`` in byte order. The caller's
         :class:`~mcp_resources.Principal` is ``request.mcp_principal``; ``deadline`` is a
-        ``time.monotonic()`` value after which work should stop.
+        ``time.monotonic()`` value after which work should stop. Long work should also stop once
+        :func:`mcp_resources.cancellation.is_cancelled` says the client has disconnected.
         """
         raise NotImplementedError
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import OperationalError
 
 from mcp_resources import jsonrpc
+from mcp_resources.cancellation import RequestCancelled
 from mcp_resources.conf import LEGACY_VERSIONS, MODERN_VERSION, SUPPORTED_VERSIONS, mcp_settings
 from mcp_resources.cursors import (
     MAX_CURSOR_LENGTH,
@@ -105,6 +106,9 @@ class MCPServer:
             raise
         except ResourceError as exc:
             raise jsonrpc.RPCError(exc.message) from exc
+        except RequestCancelled:
+            logger.info("MCP %s cancelled: the client disconnected", method)
+            raise jsonrpc.InternalError("Request timed out") from None
         except Exception as exc:
             logger.exception("MCP %s failed", method)
             raise jsonrpc.InternalError() from exc
@@ -255,6 +259,9 @@ class MCPServer:
             page = traversal.page(position)
         except PositionError:
             raise jsonrpc.InvalidParams("Invalid cursor") from None
+        except RequestCancelled:
+            # The client has gone (logged by the traversal): fail as the deadline does; nobody reads this answer.
+            raise jsonrpc.InternalError("Request timed out") from None
         except DeadlineExceeded:
             logger.warning("resources/list ran past its deadline")
             raise jsonrpc.InternalError("Request timed out") from None

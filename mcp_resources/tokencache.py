@@ -1,6 +1,6 @@
 """A bounded per-process cache of validated access tokens.
 
-django-oauth-toolkit validates a bearer token with one wide query (about 1.6 ms). With
+Validating a bearer token reads it from the database (one narrow query, :mod:`mcp_resources.tokenlookup`). With
 ``MCP_RESOURCES["TOKEN_CACHE_TTL"] = T`` (seconds, default 0: off) a validated token is kept for at most ``T``
 seconds, and never past the token's own expiry, in a least-recently-used map of at most
 ``TOKEN_CACHE_SIZE`` entries.

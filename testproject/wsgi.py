@@ -1,4 +1,8 @@
-"""WSGI entry point."""
+"""WSGI entry point: ``gunicorn testproject.wsgi``.
+
+The MCP endpoint is served by :class:`mcp_resources.wsgi.MCPWSGIApplication` (the view without the middleware
+stack, as under ASGI); every other path (admin, OAuth) goes through Django's own WSGI handler.
+"""
 
 from __future__ import annotations
 
@@ -8,4 +12,8 @@ from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "testproject.settings")
 
-application = get_wsgi_application()
+django_application = get_wsgi_application()
+
+from mcp_resources.wsgi import MCPWSGIApplication  # noqa: E402 - needs the app registry loaded above
+
+application = MCPWSGIApplication(django_application, path="/mcp")

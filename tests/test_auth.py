@@ -28,7 +28,9 @@ from oauth2_provider.models import (
     get_refresh_token_model,
     set_token_value,
 )
+from oauth2_provider.oauth2_validators import OAuth2Validator
 
+from mcp_resources import tokenlookup
 from mcp_resources.auth import OAuth2Authentication, expand_scopes, valid_subject
 from mcp_resources.checks import check_auth_settings
 from mcp_resources.metadata import normalize_resource_uri, resource_metadata_url
@@ -885,3 +887,121 @@ def test_mcp_token_refuses_to_mint_an_unbound_token(settings: Any, alice: User) 
     with pytest.raises(CommandError, match="--resource"):
         call_command("mcp_token", "--user", "alice", "--scope", "documents:read")
     assert not AccessToken.objects.exists()
+
+
+# The narrow token query (mcp_resources.tokenlookup) ---------------------------------------------------------
+# With django-oauth-toolkit's default validator a token is read with one narrow, precompiled query; every verdict
+# must be the one django-oauth-toolkit's own validate_bearer_token gives (used for custom validators/introspection).
+
+validated_by_the_toolkit: list[str] = []
+
+
+class CountingValidator(OAuth2Validator):
+    """django-oauth-toolkit's validator, counting its calls (a custom validator class: no fast path)."""
+
+    def validate_bearer_token(self, token: Any, scopes: Any, request: Any) -> bool:
+        validated_by_the_toolkit.append(token)
+        return bool(super().validate_bearer_token(token, scopes, request))
+
+
+class RefusingValidator(OAuth2Validator):
+    def validate_bearer_token(self, token: Any, scopes: Any, request: Any) -> bool:
+        return False
+
+
+def toolkit_validator(settings: Any, validator: type) -> None:
+    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "OAUTH2_VALIDATOR_CLASS": validator}
+
+
+def outcome(client: Client, token: str) -> Any:
+    """What a request with ``token`` gets: the caller it was served as, or the challenge's error."""
+    response = read(client, "auth://whoami/1", token=token)
+    if response.status_code == 200:
+        return whoami(client, token)
+    return (response.status_code, challenge(response, response.status_code).get("error"))
+
+
+def cases(alice: User, make_token: Any) -> dict[str, str]:
+    inactive = User.objects.create_user("carol", password="carol", is_active=False)
+    service = Application.objects.create(
+        name="service",
+        client_type=Application.CLIENT_CONFIDENTIAL,
+        authorization_grant_type=Application.GRANT_CLIENT_CREDENTIALS,
+    )
+    return {
+        "valid": make_token(alice),
+        "one scope": make_token(alice, "a:read"),
+        "no scope": make_token(alice, ""),
+        "expired": make_token(alice, expires_in=-1),
+        "expires in a second": make_token(alice, expires_in=1),
+        "unknown": "x" * 43,
+        "client credentials": make_token(None, "a:read", app=service),
+        "inactive user": make_token(inactive),
+        "other resource": make_token(alice, resource=["http://elsewhere.example/mcp"]),
+        "two resources": make_token(alice, resource=["http://elsewhere.example/mcp", "http://testserver/mcp"]),
+        "no resource": make_token(alice, resource=[]),
+    }
+
+
+def test_default_validation_reads_the_token_with_one_narrow_query(
+    client: Client, mcp: Any, alice: User, make_token: Any
+) -> None:
+    token = make_token(alice)
+    assert tokenlookup.fast_path_available()
+    with CaptureQueriesContext(connection) as queries:
+        assert whoami(client, token)["user"] == "alice"
+    token_queries = [q["sql"] for q in queries.captured_queries if "oauth2_provider_accesstoken" in q["sql"]]
+    assert len(token_queries) == 1
+    # django-oauth-toolkit's select_related reads every column of the application (secret, redirect URIs...).
+    assert "client_secret" not in token_queries[0]
+    assert "redirect_uris" not in token_queries[0]
+
+
+def test_same_verdicts_as_django_oauth_toolkit(
+    client: Client, mcp: Any, settings: Any, alice: User, make_token: Any
+) -> None:
+    tokens = cases(alice, make_token)
+    fast = {name: outcome(client, token) for name, token in tokens.items()}
+    validated_by_the_toolkit.clear()
+    toolkit_validator(settings, CountingValidator)
+    assert not tokenlookup.fast_path_available()
+    through_toolkit = {name: outcome(client, token) for name, token in tokens.items()}
+    assert len(validated_by_the_toolkit) >= len(tokens)
+    assert fast == through_toolkit
+    assert fast["valid"]["user"] == "alice"
+    assert fast["client credentials"]["user"] is None
+    for refused in ("expired", "unknown", "inactive user", "other resource", "no resource"):
+        assert fast[refused] == (401, "invalid_token"), refused
+
+
+def test_a_custom_validator_class_decides(
+    client: Client, mcp: Any, settings: Any, alice: User, make_token: Any
+) -> None:
+    token = make_token(alice)
+    assert whoami(client, token)["user"] == "alice"
+    toolkit_validator(settings, RefusingValidator)
+    assert challenge(read(client, "auth://whoami/1", token=token))["error"] == "invalid_token"
+
+
+def test_introspection_goes_through_the_toolkit(settings: Any) -> None:
+    assert tokenlookup.fast_path_available()
+    settings.OAUTH2_PROVIDER = {
+        **settings.OAUTH2_PROVIDER,
+        "RESOURCE_SERVER_INTROSPECTION_URL": "https://as.example/introspect",
+        "RESOURCE_SERVER_AUTH_TOKEN": "secret",
+    }
+    assert not tokenlookup.fast_path_available()
+
+
+def test_changes_to_the_token_row_are_seen_by_the_next_request(
+    client: Client, mcp: Any, alice: User, make_token: Any
+) -> None:
+    token = make_token(alice)
+    assert whoami(client, token)["scopes"] == ["a:read", "b:read"]
+    AccessToken.objects.filter(token_checksum=checksum(token)).update(scope="a:read")
+    assert whoami(client, token)["scopes"] == ["a:read"]
+    alice.username = "alice2"
+    alice.save()
+    assert whoami(client, token)["user"] == "alice2"
+    AccessToken.objects.filter(token_checksum=checksum(token)).delete()
+    assert challenge(read(client, "auth://whoami/1", token=token))["error"] == "invalid_token"

@@ -1063,6 +1063,73 @@ def test_statement_timeout_does_not_outlive_the_listing(alice):
         assert cursor.fetchone()[0] == "0"
 
 
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="a PostgreSQL plan")
+def test_keyset_condition_is_an_index_range(alice):
+    """The page query starts an index range at the position: it never scans and filters every earlier row."""
+    from mcp_resources.pagination import keyset_queryset
+
+    make_documents(alice, 5000)
+    middle = Document.objects.filter(owner=alice).order_by("created", "id")[2500]
+    query = keyset_queryset(Document.objects.filter(owner=alice), ["created", "id"], [middle.created, middle.pk], 50)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE library_document")  # the planner sees 5,000 rows of one owner, as in production
+    plan = query.explain()
+    index_condition = next(line for line in plan.splitlines() if "Index Cond" in line)
+    assert "created" in index_condition, plan
+    assert ">=" in index_condition, plan
+
+
+def _timestamptz_loader() -> type:
+    from psycopg.pq import Format
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT now()")
+        loader: type = cursor.cursor.adapters.get_loader(cursor.description[0].type_code, Format.TEXT)
+        return loader
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="a psycopg loader, PostgreSQL only")
+def test_listing_reads_timestamps_with_psycopgs_own_loader(settings):
+    """Django's Python timestamptz loader costs a third of a page: the listing uses psycopg's, with equal values."""
+    from django.db.backends.postgresql.psycopg_any import BaseTzLoader
+
+    from mcp_resources.pagination import native_timestamps
+
+    assert issubclass(_timestamptz_loader(), BaseTzLoader)  # Django's, outside the block
+    with native_timestamps(connection.alias):
+        assert not issubclass(_timestamptz_loader(), BaseTzLoader)
+    assert issubclass(_timestamptz_loader(), BaseTzLoader)  # nothing outlives the block
+    sql = "SELECT now(), TIMESTAMPTZ '2024-02-29 23:59:59.999999+05:30', TIMESTAMPTZ '0001-01-01 00:00:00+00'"
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        django_values = cursor.fetchone()
+    with native_timestamps(connection.alias), connection.cursor() as cursor:
+        cursor.execute(sql)
+        native_values = cursor.fetchone()
+    assert native_values[1:] == django_values[1:]
+    assert [v.tzinfo for v in native_values] == [v.tzinfo for v in django_values] == [connection.timezone] * 3
+    settings.USE_TZ = False  # Django then reads naive datetimes: the block must leave them alone
+    with native_timestamps(connection.alias):
+        assert issubclass(_timestamptz_loader(), BaseTzLoader)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="a psycopg loader, PostgreSQL only")
+def test_pages_are_identical_with_psycopgs_timestamp_loader(settings, alice, monkeypatch):
+    import contextlib
+
+    from mcp_resources import inventory
+
+    configure(settings, PAGE_SIZE=3)
+    make_documents(alice, 5)
+    make_documents(alice, 4, start=5, same_time=True)
+    server = server_for(DocumentSource)
+    native = [page["resources"] for page in walk(server, context(alice))]
+    monkeypatch.setattr(inventory, "native_timestamps", lambda using: contextlib.nullcontext())
+    assert [page["resources"] for page in walk(server, context(alice))] == native
+    assert len(native) == 3
+    assert sum(map(len, native)) == 9
+
+
 # Registry sanity ------------------------------------------------------------------------------------------------------
 
 

@@ -49,6 +49,10 @@ def is_modern_request(message: jsonrpc.Message, version_header: str | None) -> b
     return version_header == MODERN_VERSION or (isinstance(meta, dict) and PROTOCOL_VERSION_META in meta)
 
 
+def _too_large() -> HttpResponse:
+    return error_response(jsonrpc.InvalidRequest("Request body too large", request_id=None), 413)
+
+
 @method_decorator(csrf_exempt, name="dispatch")
 class MCPView(View):
     """The MCP endpoint. ``MCPView.as_view(server=MCPServer(registry))`` serves another registry."""
@@ -105,19 +109,18 @@ class MCPView(View):
 
     def read_body(self, request: HttpRequest) -> bytes | HttpResponse:
         limit = mcp_settings.max_request_bytes
-        too_large = error_response(jsonrpc.InvalidRequest("Request body too large", request_id=None), 413)
         try:
             declared = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:
             return error_response(jsonrpc.InvalidRequest("Invalid Content-Length", request_id=None), 400)
         if declared > limit:
-            return too_large
+            return _too_large()
         try:
             body = request.read(limit + 1)
         except RequestDataTooBig:
-            return too_large
+            return _too_large()
         if len(body) > limit:
-            return too_large
+            return _too_large()
         return body
 
     def read_message(self, request: HttpRequest) -> tuple[jsonrpc.Message, Principal] | HttpResponse:
