@@ -2,10 +2,12 @@
 
 The SQL and parameters are captured from the core while it serves the page (``connection.execute_wrapper``), then
 run directly with the driver on a separate connection (psycopg with server-side binding, prepared after a few
-executions; or sqlite3) and fetched: the physical floor. Interleaved with it: the ORM alone (the same keyset
-query through ``mcp_resources.pagination.keyset_page``, model instances included) and the whole core page
-(``MCPServer.call``). Two pages: half-way through the smallest and through the middle inventory; the headline is
-the larger (less favourable) multiple. Target: core <= 3x raw.
+executions; or sqlite3) and fetched: the physical floor. Interleaved with it, to attribute the difference: the
+same SQL on that connection never prepared (``unprepared``, PostgreSQL only), the same SQL on Django's own
+connection (``django sql``: Django's cursor, client-side binding, as the core runs it), the ORM alone (the core's
+query built from the template's scoped queryset and run: ``keyset_queryset`` + ``values_list``), and the whole core
+page (``MCPServer.call``). Two pages: half-way through the smallest and through the middle inventory; the headline
+is the larger (less favourable) multiple. Target: core <= 3x raw.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from benchmarks.common import fmt_time, interleaved, load_fixture, median, setup
 TARGET = 3.0
 
 
-def raw_runner(vendor: str, sql: str, params: list[Any]) -> tuple[Callable[[], Any], Callable[[], None]]:
+def raw_runner(
+    vendor: str, sql: str, params: list[Any], prepare: bool = True
+) -> tuple[Callable[[], Any], Callable[[], None]]:
     """A zero-argument function running ``sql`` on its own driver connection, and a closer."""
     from django.db import connection
 
@@ -38,6 +42,8 @@ def raw_runner(vendor: str, sql: str, params: list[Any]) -> tuple[Callable[[], A
             dbname=settings["NAME"],
             autocommit=True,
         )
+        if not prepare:
+            conn.prepare_threshold = None
 
         def run_pg() -> list[Any]:
             return conn.execute(sql, params).fetchall()
@@ -87,21 +93,36 @@ def main() -> None:
             return server.call("resources/list", params, ctx)
 
         contenders[f"core {name}"] = core
+        if fixture["vendor"] == "postgresql":
+            run_unprepared, close = raw_runner(fixture["vendor"], sql, sql_params, prepare=False)
+            closers.append(close)
+            contenders[f"unprepared {name}"] = run_unprepared
         try:
-            from mcp_resources.pagination import decode_position, keyset_page
+            from django.db import connection
+
+            from mcp_resources.pagination import decode_position, keyset_queryset, native_timestamps
+
+            def django_sql(sql: str = sql, sql_params: Any = sql_params) -> Any:
+                with native_timestamps(connection.alias), connection.cursor() as cursor:
+                    cursor.execute(sql, sql_params)
+                    return cursor.fetchall()
 
             position = server.codec.open(where["cursor"])["pos"][1]
             after = decode_position(template.model, list(template.ordering), position)
-            scoped = template.get_queryset(ctx.request)
+            plan = template.list_plan()
+            request = ctx.request
 
-            def orm(scoped: Any = scoped, after: Any = after) -> Any:
-                return keyset_page(scoped, list(template.ordering), after, page_size)
+            def orm(after: Any = after, request: Any = request, plan: Any = plan) -> Any:
+                query = keyset_queryset(template.get_queryset(request), list(template.ordering), after, page_size)
+                with native_timestamps(query.db):
+                    return list(query.values_list(*plan.columns))
 
-            if orm()[0][0].pk != user["first_id"] + where["skip"]:
-                raise ValueError("the ORM page starts elsewhere")
+            if len(django_sql()) != page_size + 1 or len(orm()) != page_size + 1:
+                raise ValueError("the attribution queries return another page")
+            contenders[f"django sql {name}"] = django_sql
             contenders[f"orm {name}"] = orm
-        except Exception as exc:  # internals moved: the ORM line is only an attribution aid
-            print(f"  skipping the ORM-only line for {name}: {type(exc).__name__}: {exc}")
+        except Exception as exc:  # internals moved: these lines are only an attribution aid
+            print(f"  skipping the attribution lines for {name}: {type(exc).__name__}: {exc}")
 
     print(f"item 3: framework cost over raw SQL, {args.rounds} interleaved rounds, {fixture['vendor']}")
     samples = interleaved(contenders, rounds=args.rounds, batch_seconds=args.batch_seconds)
@@ -113,14 +134,16 @@ def main() -> None:
         page["raw_s"] = median(samples[f"raw {name}"])
         page["core_s"] = median(samples[f"core {name}"])
         page["core_over_raw"] = page["core_s"] / page["raw_s"]
-        if f"orm {name}" in samples:
-            page["orm_s"] = median(samples[f"orm {name}"])
-            page["orm_over_raw"] = page["orm_s"] / page["raw_s"]
+        parts = []
+        for label, key in (("unprepared", "unprepared"), ("django sql", "django_sql"), ("orm", "orm")):
+            if f"{label} {name}" in samples:
+                page[f"{key}_s"] = median(samples[f"{label} {name}"])
+                page[f"{key}_over_raw"] = page[f"{key}_s"] / page["raw_s"]
+                parts.append(f"{label} {fmt_time(page[f'{key}_s'])} ({page[f'{key}_over_raw']:.2f}x)")
         del page["user"]
-        orm = f", ORM alone {fmt_time(page['orm_s'])} ({page['orm_over_raw']:.2f}x)" if "orm_s" in page else ""
         print(
             f"  {page['label']}: raw {fmt_time(page['raw_s'])}, core {fmt_time(page['core_s'])} "
-            f"= {page['core_over_raw']:.2f}x raw{orm}"
+            f"= {page['core_over_raw']:.2f}x raw; " + ", ".join(parts)
         )
     worst = max(page["core_over_raw"] for page in pages)
     print(f"core / raw SQL (worst page): {worst:.2f}x (target <= {TARGET:g}x: {verdict(worst <= TARGET)})")

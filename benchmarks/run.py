@@ -265,10 +265,18 @@ def markdown_results(latest: dict[str, Any]) -> str:
             )
     if raw:
         for p in raw["pages"]:
-            orm = f", ORM alone {p['orm_s'] * 1e3:.2f} ms" if "orm_s" in p else ""
+            parts = "".join(
+                f", {label} {p[key + '_s'] * 1e3:.3f} ms ({p[key + '_over_raw']:.2f}x)"
+                for label, key in (
+                    ("same SQL unprepared", "unprepared"),
+                    ("same SQL on Django's connection", "django_sql"),
+                    ("ORM alone", "orm"),
+                )
+                if key + "_s" in p
+            )
             other.append(
-                f"- Item 3, {p['label']}: raw SQL {p['raw_s'] * 1e3:.3f} ms, core "
-                f"{p['core_s'] * 1e3:.2f} ms ({p['core_over_raw']:.2f}x){orm}."
+                f"- Item 3, {p['label']}: raw SQL (prepared) {p['raw_s'] * 1e3:.3f} ms, core "
+                f"{p['core_s'] * 1e3:.2f} ms ({p['core_over_raw']:.2f}x){parts}."
             )
     if codec:
         other.append(
