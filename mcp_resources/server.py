@@ -36,7 +36,6 @@ from mcp_resources.exceptions import (
     ResourceNotFound,
 )
 from mcp_resources.inventory import DeadlineExceeded, InventoryError, PositionError, Traversal
-from mcp_resources.ordering import order_after
 from mcp_resources.principal import ANONYMOUS, Principal
 from mcp_resources.registry import ResourceRegistry, site
 from mcp_resources.resources import PUBLIC, ModelResourceTemplate, ResourceTemplate, normalize_contents
@@ -305,7 +304,7 @@ class MCPServer:
         self, ctx: CallContext, after: str | None, limit: int, prefix: str = ""
     ) -> list[tuple[str, dict[str, Any]]]:
         """Static resources (code and admin) the caller may access, in URI byte order, after ``after``."""
-        from mcp_resources.models import StaticResource
+        from mcp_resources.models import listing_page
 
         if after is not None and not isinstance(after, str):
             raise PositionError("static positions are URIs")
@@ -319,11 +318,8 @@ class MCPServer:
         ][:limit]
         # Admin rows, in batches until ``limit`` accessible ones are found (protected rows may be skipped).
         found, position = 0, after
-        queryset = StaticResource.objects.filter(enabled=True)
-        if prefix:
-            queryset = queryset.filter(uri__startswith=prefix)
         while found < limit:
-            rows = list(order_after(queryset, "uri", position, limit))
+            rows = listing_page(position, limit, prefix)
             for row in rows:
                 if row.uri not in code and self.may_access(row.access, row.scopes, ctx):
                     entries.append((row.uri, row.get_descriptor()))

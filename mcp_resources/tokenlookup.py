@@ -3,10 +3,9 @@
 django-oauth-toolkit's validator loads a token with ``select_related("application", "user")``: one query of
 about fifty columns over three tables, compiled by the ORM on every request (about half of its cost). This
 module asks the same question with the columns the resource server needs (the token's expiry, scope and
-resource, the application's client id, the user's fields) and compiles that query once per thread and database
-connection; each request then executes the compiled SQL with the checksum as its only parameter and applies
-the ORM's converters to the row, exactly as a queryset would. Nothing is cached between requests except the
-SQL text: every request reads the token's current row, so a revocation is seen by the next request.
+resource, the application's client id, the user's fields), compiled once per thread and database connection
+(:mod:`mcp_resources.precompiled`). Nothing is cached between requests except the SQL text: every request reads
+the token's current row, so a revocation is seen by the next request.
 
 It is used only where it answers exactly what django-oauth-toolkit's own validation would
 (:func:`fast_path_available`); anything else (a custom validator class, token introspection, an application
@@ -16,15 +15,14 @@ django-oauth-toolkit.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.core.signals import setting_changed
-from django.db import DEFAULT_DB_ALIAS, connections, router
+from django.db import DEFAULT_DB_ALIAS, router
+from django.db.models import QuerySet
 
-_CHECKSUM_PLACEHOLDER = "\x00mcp_resources.tokenlookup\x00"
+from mcp_resources.precompiled import PrecompiledQuery
 
 
 @dataclass(frozen=True)
@@ -36,22 +34,6 @@ class TokenRow:
     resource: list[str]
     client_id: str | None
     user: Any  # a user instance, or None for a token without a user (client credentials)
-
-
-@dataclass(frozen=True)
-class _Compiled:
-    connection: Any
-    sql: str
-    params: tuple[Any, ...]
-    position: int
-    compiler: Any
-    converters: dict[int, Any]
-    token_model: Any
-    user_model: Any
-    user_attnames: list[str]
-
-
-_local = threading.local()
 
 
 def fast_path_available() -> bool:
@@ -74,86 +56,41 @@ def fast_path_available() -> bool:
     return application_model.is_usable is AbstractApplication.is_usable
 
 
+def _models() -> tuple[Any, Any]:
+    from django.contrib.auth import get_user_model
+    from oauth2_provider.models import get_access_token_model
+
+    return get_access_token_model(), get_user_model()
+
+
+def _user_attnames(user_model: Any) -> list[str]:
+    return [field.attname for field in user_model._meta.concrete_fields]
+
+
+def _build(shape: None, checksum: str) -> QuerySet[Any]:
+    token_model, user_model = _models()
+    return token_model._default_manager.filter(token_checksum=checksum).values_list(
+        "expires",
+        "scope",
+        "resource",
+        "application__client_id",
+        "user_id",
+        *(f"user__{name}" for name in _user_attnames(user_model)),
+    )[:1]
+
+
+_lookup = PrecompiledQuery("tokenlookup", _build, arity=1, dependencies=_models)
+
+
 def find_token(checksum: str) -> TokenRow | None:
     """The stored token whose ``token_checksum`` is ``checksum``, or ``None``."""
-    from oauth2_provider.models import get_access_token_model
-
-    alias = router.db_for_read(get_access_token_model()) or DEFAULT_DB_ALIAS
-    compiled = _compiled(alias)
-    params = list(compiled.params)
-    params[compiled.position] = checksum
-    with compiled.connection.cursor() as cursor:
-        cursor.execute(compiled.sql, params)
-        row = cursor.fetchone()
-    if row is None:
+    token_model, user_model = _models()
+    alias = router.db_for_read(token_model) or DEFAULT_DB_ALIAS
+    rows = _lookup.rows(alias, [checksum])
+    if not rows:
         return None
-    if compiled.converters:
-        row = next(iter(compiled.compiler.apply_converters([row], compiled.converters)))
-    expires, scope, resource, client_id, user_id, *user_values = row
+    expires, scope, resource, client_id, user_id, *user_values = rows[0]
     user = None
     if user_id is not None:
-        user = compiled.user_model.from_db(alias, compiled.user_attnames, user_values)
+        user = user_model.from_db(alias, _user_attnames(user_model), user_values)
     return TokenRow(expires=expires, scope=scope or "", resource=list(resource or ()), client_id=client_id, user=user)
-
-
-def _compiled(alias: str) -> _Compiled:
-    from django.contrib.auth import get_user_model
-    from oauth2_provider.models import get_access_token_model
-
-    cache: dict[str, _Compiled] = _local.__dict__.setdefault("compiled", {})
-    compiled = cache.get(alias)
-    if (
-        compiled is None
-        or compiled.connection is not connections[alias]
-        or compiled.token_model is not get_access_token_model()
-        or compiled.user_model is not get_user_model()
-    ):
-        compiled = cache[alias] = _compile(alias)
-    return compiled
-
-
-def _compile(alias: str) -> _Compiled:
-    from django.contrib.auth import get_user_model
-    from oauth2_provider.models import get_access_token_model
-
-    token_model = get_access_token_model()
-    user_model = get_user_model()
-    user_attnames = [field.attname for field in user_model._meta.concrete_fields]
-    queryset = (
-        token_model._default_manager.using(alias)
-        .filter(token_checksum=_CHECKSUM_PLACEHOLDER)
-        .values_list(
-            "expires",
-            "scope",
-            "resource",
-            "application__client_id",
-            "user_id",
-            *(f"user__{name}" for name in user_attnames),
-        )[:1]
-    )
-    compiler = queryset.query.get_compiler(alias)
-    sql, params = compiler.as_sql()
-    if list(params).count(_CHECKSUM_PLACEHOLDER) != 1:
-        raise RuntimeError("the token lookup query does not have exactly one checksum parameter")
-    converters = compiler.get_converters([column for column, _, _ in compiler.select])
-    return _Compiled(
-        connection=connections[alias],
-        sql=sql,
-        params=tuple(params),
-        position=list(params).index(_CHECKSUM_PLACEHOLDER),
-        compiler=compiler,
-        converters=converters,
-        token_model=token_model,
-        user_model=user_model,
-        user_attnames=user_attnames,
-    )
-
-
-def _forget(*, setting: str, **kwargs: Any) -> None:
-    # Only this thread's copy can be dropped here; other threads recompile when their connection or a model
-    # differs from the one they compiled for.
-    if setting in ("AUTH_USER_MODEL", "OAUTH2_PROVIDER", "DATABASES", "OAUTH2_PROVIDER_ACCESS_TOKEN_MODEL"):
-        _local.__dict__.pop("compiled", None)
-
-
-setting_changed.connect(_forget, dispatch_uid="mcp_resources.tokenlookup.forget")

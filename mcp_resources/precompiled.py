@@ -1,0 +1,130 @@
+"""Queries of this app compiled once per thread and database connection, then executed with new values.
+
+Building and compiling a queryset costs the ORM about as much as a round trip to the database. The app's own
+fixed-shape queries (the token lookup, the static resources of a listing) are therefore compiled once: the
+queryset is built with placeholder values, compiled by Django's own compiler for the connection in use, and each
+later call executes that SQL with the placeholders replaced and applies the compiler's converters to the rows, so
+the values are exactly those a queryset would return. Only the SQL text is kept; every call reads the database.
+
+Placeholders are strings and stand for values compared with text columns; they must reach the SQL as plain
+parameters (``field=value``, ``field__gt=value``...). A lookup that rewrites its value (``startswith`` builds a
+LIKE pattern) cannot take one, and compiling such a query raises.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.signals import setting_changed
+from django.db import connections
+from django.db.models import QuerySet
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    connection: Any
+    dependencies: tuple[Any, ...]
+    sql: str
+    params: tuple[Any, ...]
+    positions: tuple[int, ...]
+    compiler: Any
+    converters: dict[int, Any]
+
+
+class Placeholder(str):
+    """A value standing in for a parameter at compile time (a distinct string per placeholder)."""
+
+    __slots__ = ()
+
+
+class PrecompiledQuery:
+    """A query built by ``build(shape, *placeholders)`` and compiled once per thread, connection and ``shape``.
+
+    ``shape`` is any hashable value the query's SQL depends on (a LIMIT, whether a condition is present);
+    ``dependencies()`` returns what else it depends on (swappable models), compared by identity on each call.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        build: Callable[..., QuerySet[Any]],
+        arity: int,
+        dependencies: Callable[[], tuple[Any, ...]] = tuple,
+    ) -> None:
+        self.placeholders = tuple(Placeholder(f"\x00mcp_resources.{name}.{i}\x00") for i in range(arity))
+        self.build = build
+        self.dependencies = dependencies
+        self._local = threading.local()
+        _instances.append(self)
+
+    def rows(self, using: str, values: Sequence[Any], shape: Hashable = None) -> list[tuple[Any, ...]]:
+        """The rows of the query for ``values`` (one per placeholder) on database ``using``."""
+        compiled = self._compiled(using, shape)
+        params = list(compiled.params)
+        for position, value in zip(compiled.positions, values, strict=True):
+            params[position] = value
+        with compiled.connection.cursor() as cursor:
+            cursor.execute(compiled.sql, params)
+            rows = cursor.fetchall()
+        if compiled.converters:
+            rows = [tuple(row) for row in compiled.compiler.apply_converters(rows, compiled.converters)]
+        return rows
+
+    def forget(self) -> None:
+        """Drop this thread's compiled SQL (done when settings change)."""
+        self._local.__dict__.pop("compiled", None)
+
+    def _compiled(self, using: str, shape: Hashable) -> _Compiled:
+        cache: dict[tuple[str, Hashable], _Compiled] = self._local.__dict__.setdefault("compiled", {})
+        compiled = cache.get((using, shape))
+        dependencies = self.dependencies()
+        if (
+            compiled is None
+            or compiled.connection is not connections[using]
+            or len(compiled.dependencies) != len(dependencies)
+            or any(a is not b for a, b in zip(compiled.dependencies, dependencies, strict=True))
+        ):
+            compiled = cache[(using, shape)] = self._compile(using, shape, dependencies)
+        return compiled
+
+    def _compile(self, using: str, shape: Hashable, dependencies: tuple[Any, ...]) -> _Compiled:
+        queryset = self.build(shape, *self.placeholders).using(using)
+        compiler = queryset.query.get_compiler(using)
+        sql, params = compiler.as_sql()
+        params = tuple(params)
+        positions = []
+        for placeholder in self.placeholders:
+            found = [i for i, param in enumerate(params) if param == placeholder]
+            if len(found) != 1:
+                raise RuntimeError(f"a placeholder appears {len(found)} times among the compiled parameters")
+            positions.append(found[0])
+        for i, param in enumerate(params):
+            if i not in positions and isinstance(param, str) and "\x00mcp_resources." in param:
+                raise RuntimeError("a placeholder was rewritten by its lookup: the query cannot be precompiled")
+        converters = compiler.get_converters([column for column, _, _ in compiler.select])
+        return _Compiled(
+            connection=connections[using],
+            dependencies=dependencies,
+            sql=sql,
+            params=params,
+            positions=tuple(positions),
+            compiler=compiler,
+            converters=converters,
+        )
+
+
+_instances: list[PrecompiledQuery] = []
+
+
+def _forget(*, setting: str, **kwargs: Any) -> None:
+    # Only the current thread's copies can be dropped here; other threads recompile when their connection or a
+    # dependency differs from the one they compiled for.
+    if setting in ("AUTH_USER_MODEL", "OAUTH2_PROVIDER", "DATABASES", "OAUTH2_PROVIDER_ACCESS_TOKEN_MODEL", "USE_TZ"):
+        for query in _instances:
+            query.forget()
+
+
+setting_changed.connect(_forget, dispatch_uid="mcp_resources.precompiled.forget")
