@@ -315,7 +315,7 @@ async def test_access_lost_mid_stream_withholds_the_update(app: MCPApplication, 
     await stream.disconnect()
 
 
-async def test_revoked_token_gets_no_update(app: MCPApplication, people: People) -> None:
+async def test_revoked_token_gets_no_update_and_its_stream_ends(app: MCPApplication, people: People) -> None:
     doc = people.alice_docs[0]
     revoked = await in_thread(make_token, people.alice)
     stream, _ = await opened(app, revoked, request_id="revoked", uris=[uri(doc)])
@@ -326,9 +326,27 @@ async def test_revoked_token_gets_no_update(app: MCPApplication, people: People)
     await in_thread(revoke_token, revoked)
     await in_thread(touch, doc)
     assert await witness.event() == updated(uri(doc), "witness")  # the update was published...
-    await stream.silent(0.5)  # ...and withheld from the revoked token
-    await stream.disconnect()
+    # ...withheld from the revoked token, whose stream ends as at expiry: with the final result, then closed.
+    assert await stream.until_closed(5) == [
+        {"jsonrpc": "2.0", "id": "revoked", "result": {"resultType": "complete", "_meta": {SUBSCRIPTION_ID: "revoked"}}}
+    ]
+    await stream.finished()
+    assert sum(streams._open_streams.values()) == 1  # the witness only
     await witness.disconnect()
+
+
+async def test_revoked_token_ends_its_legacy_session_stream(app: MCPApplication, people: People) -> None:
+    doc = people.alice_docs[0]
+    token = await in_thread(make_token, people.alice)
+    session = await new_session(app, token)
+    stream = await open_session_stream(app, token, session)
+    assert (await legacy_call(app, token, session, "resources/subscribe", uri=uri(doc)))[0] == 200
+    await in_thread(touch, doc)
+    assert await stream.event() == updated(uri(doc))
+    await in_thread(revoke_token, token)
+    await in_thread(touch, doc)
+    assert await stream.until_closed(5) == []
+    await stream.finished()
 
 
 async def test_static_resource_admin_change(app: MCPApplication, people: People, settings: Any) -> None:

@@ -74,6 +74,10 @@ class StreamClosed(Exception):
     """The client went away or stopped reading."""
 
 
+class CredentialsRejected(Exception):
+    """Raised by a plan's ``check`` when the stream's credentials are no longer accepted (a revoked token)."""
+
+
 def open_stream_count(owner: str) -> int:
     return _open_streams[owner]
 
@@ -301,7 +305,14 @@ class Stream:
             uri = message.get("uri")
             if not isinstance(uri, str) or uri not in plan.uris:
                 return True
-            allowed = await sync_to_async(_checked, thread_sensitive=False)(plan.check, uri)
+            try:
+                allowed = await sync_to_async(_checked, thread_sensitive=False)(plan.check, uri)
+            except CredentialsRejected:
+                # Revoked (or its user deactivated): the stream ends as at the token's expiry; the client may listen
+                # again, and is then refused with a 401 challenge.
+                logger.info("stream %s: its credentials are no longer accepted; ending it", self.id)
+                await self._final_result()
+                return False
             if not allowed:
                 logger.debug("stream %s: access to %s is gone; update withheld", self.id, uri[:200])
                 return True

@@ -22,7 +22,7 @@ from mcp_resources.conf import LEGACY_VERSIONS, MODERN_VERSION, mcp_settings
 from mcp_resources.exceptions import AuthenticationRequired, InsufficientScope
 from mcp_resources.principal import Principal
 from mcp_resources.server import CallContext, MCPServer, default_server, negotiate_version
-from mcp_resources.subscriptions.streams import StreamPlan
+from mcp_resources.subscriptions.streams import CredentialsRejected, StreamPlan
 from mcp_resources.transport.headers import PROTOCOL_VERSION_META, check_modern_request, header
 from mcp_resources.transport.origin import origin_allowed
 from mcp_resources.transport.sessions import create_session, end_session, get_session, owner_of, subscriptions_of
@@ -248,13 +248,16 @@ class MCPView(View):
     # Streams (prepared here in a worker thread, served by mcp_resources.asgi) -------------------------------
 
     def _checker(self, request: HttpRequest, protocol_version: str) -> Callable[[str], bool]:
-        """Re-authenticate the stream's request and re-check read access to ``uri`` (before each update)."""
+        """Re-authenticate the stream's request and re-check read access to ``uri`` (before each update).
+
+        Credentials that are no longer accepted raise :exc:`CredentialsRejected`: the stream ends.
+        """
 
         def check(uri: str) -> bool:
             try:
                 principal = self.authenticate(request)
-            except AuthenticationRequired:
-                return False
+            except AuthenticationRequired as exc:
+                raise CredentialsRejected() from exc
             return self.get_server().may_read(uri, CallContext(request, protocol_version, principal))
 
         return check
