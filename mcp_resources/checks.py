@@ -331,3 +331,61 @@ def _check_authorization_server(configured: dict[str, Any]) -> list[checks.Check
 @checks.register("mcp_resources")
 def mcp_resources_auth_check(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     return check_auth_settings()
+
+
+# Subscriptions: the channel layer (docs/subscriptions.md) --------------------------------------------------
+
+REDIS_DEFAULT_POOL = 100  # redis-py's asyncio ConnectionPool holds this many connections unless told otherwise
+
+
+def _pool_size(host: object) -> int | None:
+    """The ``max_connections`` a channels-redis host entry asks for, or ``None`` (redis-py's default)."""
+    from urllib.parse import parse_qs, urlsplit
+
+    value: object
+    if isinstance(host, dict):
+        value = host.get("max_connections")
+        if value is None and isinstance(host.get("address"), str):
+            return _pool_size(host["address"])
+    elif isinstance(host, str):
+        value = next(iter(parse_qs(urlsplit(host).query).get("max_connections", [])), None)
+    else:
+        return None  # a (host, port) pair cannot carry pool options
+    if isinstance(value, int | str) and not isinstance(value, bool):
+        try:
+            return int(value)
+        except ValueError:
+            return None
+    return None
+
+
+def check_channel_layer() -> list[checks.CheckMessage]:
+    """With subscriptions on a channels-redis layer, every host's pool must be larger than redis-py's default."""
+    from mcp_resources.conf import mcp_settings
+
+    if not mcp_settings.subscriptions:
+        return []
+    layer = (getattr(settings, "CHANNEL_LAYERS", None) or {}).get(mcp_settings.channel_layer)
+    if not isinstance(layer, dict) or not str(layer.get("BACKEND", "")).startswith("channels_redis."):
+        return []
+    hosts = (layer.get("CONFIG") or {}).get("hosts") or [("localhost", 6379)]  # channels-redis's default
+    small = [host for host in hosts if (_pool_size(host) or REDIS_DEFAULT_POOL) <= REDIS_DEFAULT_POOL]
+    if not small:
+        return []
+    return [
+        checks.Warning(
+            f"CHANNEL_LAYERS[{mcp_settings.channel_layer!r}] leaves redis-py's connection pool at "
+            f"{REDIS_DEFAULT_POOL} connections for {len(small)} of its hosts: a burst of streams opening or closing "
+            "together (clients reconnecting after a restart) fails at once past that, refusing listens and leaving "
+            "closed streams in their groups.",
+            hint='Give each host a dict with a larger pool, e.g. {"address": "redis://...", "max_connections": '
+            '1000, "socket_timeout": 30} (see docs/subscriptions.md, Deployment).',
+            obj="CHANNEL_LAYERS",
+            id="mcp_resources.W005",
+        )
+    ]
+
+
+@checks.register("mcp_resources")
+def mcp_resources_channel_layer_check(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    return check_channel_layer()

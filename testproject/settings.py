@@ -90,7 +90,11 @@ if os.environ.get("MCP_REDIS_URL"):
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             # redis-py 8 times socket reads out after 5 s by default, as long as channels-redis's blocking receive
             # (BZPOPMIN, 5 s): a longer socket timeout keeps idle streams from failing (channels_redis#422).
-            "CONFIG": {"hosts": [{"address": os.environ["MCP_REDIS_URL"], "socket_timeout": 30}], "capacity": 100},
+            # A pool above redis-py's default 100 connections for bursts of streams (mcp_resources.W005).
+            "CONFIG": {
+                "hosts": [{"address": os.environ["MCP_REDIS_URL"], "socket_timeout": 30, "max_connections": 1000}],
+                "capacity": 100,
+            },
         }
     }
     CACHES = {

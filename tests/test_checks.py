@@ -470,6 +470,38 @@ def test_w001_unknown_setting(settings):
     assert "PAGESIZE" in messages[0].msg
 
 
+REDIS = "channels_redis.core.RedisChannelLayer"
+
+
+def redis_layer(*hosts: Any) -> dict[str, Any]:
+    return {"default": {"BACKEND": REDIS, "CONFIG": {"hosts": list(hosts)}}}
+
+
+@pytest.mark.parametrize(
+    ("layers", "warned"),
+    [
+        ({"default": {"BACKEND": REDIS}}, True),  # channels-redis's default host, redis-py's default pool
+        ({"default": {"BACKEND": REDIS, "CONFIG": {"hosts": [("127.0.0.1", 6379)]}}}, True),
+        ({"default": {"BACKEND": REDIS, "CONFIG": {"hosts": ["redis://127.0.0.1:6379/0"]}}}, True),
+        (redis_layer({"address": "redis://h/0", "socket_timeout": 30}), True),
+        (redis_layer({"address": "redis://h/0", "max_connections": 100}), True),
+        (redis_layer({"address": "redis://h/0?max_connections=500"}, ("127.0.0.1", 6379)), True),  # one of two
+        (redis_layer({"address": "redis://h/0", "max_connections": 1000}), False),
+        ({"default": {"BACKEND": REDIS, "CONFIG": {"hosts": ["redis://h/0?max_connections=1000"]}}}, False),
+        ({"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}, False),
+        ({"other": {"BACKEND": REDIS}}, False),  # not the layer MCP_RESOURCES["CHANNEL_LAYER"] names
+    ],
+)
+def test_w005_redis_pool_too_small_for_stream_bursts(settings, layers, warned):
+    from mcp_resources.checks import check_channel_layer
+
+    settings.CHANNEL_LAYERS = layers
+    messages = check_channel_layer()
+    assert ids(messages) == (["mcp_resources.W005"] if warned else [])
+    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "SUBSCRIPTIONS": False}
+    assert check_channel_layer() == []  # no streams, no bursts
+
+
 def test_w002_nullable_ordering_field():
     registry = ResourceRegistry()
 
