@@ -37,7 +37,7 @@ from django.core import signals
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
-from mcp_resources import cancellation, jsonrpc
+from mcp_resources import cancellation
 from mcp_resources.conf import mcp_settings
 from mcp_resources.server import MCPServer
 
@@ -77,10 +77,9 @@ class MCPApplication:
             await self._stream(scope, receive, send, body, self.streams.prepare_listen)
             return
         if body is None:
-            error = jsonrpc.InvalidRequest("Request body too large", request_id=None)
-            response: HttpResponseBase = HttpResponse(
-                jsonrpc.dumps(error.to_response()), status=413, content_type="application/json"
-            )
+            from mcp_resources.transport.views import too_large_response
+
+            response: HttpResponseBase = too_large_response()
         else:
             request = ASGIRequest(scope, io.BytesIO(body))
             token = cancellation.attach(request)

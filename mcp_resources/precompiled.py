@@ -14,6 +14,7 @@ LIKE pattern) cannot take one, and compiling such a query raises.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -58,7 +59,7 @@ class PrecompiledQuery:
         self.build = build
         self.dependencies = dependencies
         self._local = threading.local()
-        _instances.append(self)
+        _instances.add(self)
 
     def rows(self, using: str, values: Sequence[Any], shape: Hashable = None) -> list[tuple[Any, ...]]:
         """The rows of the query for ``values`` (one per placeholder) on database ``using``."""
@@ -116,7 +117,7 @@ class PrecompiledQuery:
         )
 
 
-_instances: list[PrecompiledQuery] = []
+_instances: weakref.WeakSet[PrecompiledQuery] = weakref.WeakSet()
 
 
 def _forget(*, setting: str, **kwargs: Any) -> None:

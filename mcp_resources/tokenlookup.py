@@ -15,10 +15,12 @@ django-oauth-toolkit.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.core.signals import setting_changed
 from django.db import DEFAULT_DB_ALIAS, router
 from django.db.models import QuerySet
 
@@ -36,8 +38,12 @@ class TokenRow:
     user: Any  # a user instance, or None for a token without a user (client credentials)
 
 
+@functools.cache
 def fast_path_available() -> bool:
-    """Whether a lookup here answers exactly as django-oauth-toolkit's default validation would."""
+    """Whether a lookup here answers exactly as django-oauth-toolkit's default validation would.
+
+    Computed once (it is asked on every request), again after a change to django-oauth-toolkit's settings.
+    """
     from oauth2_provider.models import AbstractAccessToken, AbstractApplication, get_access_token_model
     from oauth2_provider.oauth2_validators import OAuth2Validator
     from oauth2_provider.settings import oauth2_settings
@@ -94,3 +100,11 @@ def find_token(checksum: str) -> TokenRow | None:
     if user_id is not None:
         user = user_model.from_db(alias, _user_attnames(user_model), user_values)
     return TokenRow(expires=expires, scope=scope or "", resource=list(resource or ()), client_id=client_id, user=user)
+
+
+def _settings_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting.startswith("OAUTH2_PROVIDER"):
+        fast_path_available.cache_clear()
+
+
+setting_changed.connect(_settings_changed, dispatch_uid="mcp_resources.tokenlookup.settings_changed")

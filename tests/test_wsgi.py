@@ -17,18 +17,8 @@ from django.core import signals
 from django.core.wsgi import get_wsgi_application
 
 from mcp_resources.wsgi import MCPWSGIApplication
+from tests.test_asgi import DISCOVER
 
-DISCOVER = {
-    "jsonrpc": "2.0",
-    "id": 7,
-    "method": "server/discover",
-    "params": {
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {},
-        }
-    },
-}
 MODERN_HEADERS = {
     "Content-Type": "application/json",
     "MCP-Protocol-Version": "2026-07-28",

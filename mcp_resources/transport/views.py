@@ -49,7 +49,8 @@ def is_modern_request(message: jsonrpc.Message, version_header: str | None) -> b
     return version_header == MODERN_VERSION or (isinstance(meta, dict) and PROTOCOL_VERSION_META in meta)
 
 
-def _too_large() -> HttpResponse:
+def too_large_response() -> HttpResponse:
+    """413 with ``-32600``: the request body is over ``MAX_REQUEST_BYTES``."""
     return error_response(jsonrpc.InvalidRequest("Request body too large", request_id=None), 413)
 
 
@@ -114,13 +115,13 @@ class MCPView(View):
         except ValueError:
             return error_response(jsonrpc.InvalidRequest("Invalid Content-Length", request_id=None), 400)
         if declared > limit:
-            return _too_large()
+            return too_large_response()
         try:
             body = request.read(limit + 1)
         except RequestDataTooBig:
-            return _too_large()
+            return too_large_response()
         if len(body) > limit:
-            return _too_large()
+            return too_large_response()
         return body
 
     def read_message(self, request: HttpRequest) -> tuple[jsonrpc.Message, Principal] | HttpResponse:
