@@ -14,6 +14,7 @@ from django.db import models
 from django.utils.module_loading import import_string
 
 from mcp_resources.conf import DEFAULTS
+from mcp_resources.ownership import owner_relation
 from mcp_resources.registry import ResourceRegistry, site
 from mcp_resources.resources import ACCESS_POLICIES, PUBLIC, ModelResourceTemplate, ResourceTemplate
 from mcp_resources.uris import TemplateError, templates_overlap
@@ -101,15 +102,28 @@ def check_model_template(template: ModelResourceTemplate) -> list[checks.CheckMe
     model = template.model
     if model is None or not (isinstance(model, type) and issubclass(model, models.Model)):
         return [_error(f"{cls_name}.model must be a Django model.", template, "E008")]
-    if type(template).get_queryset is ModelResourceTemplate.get_queryset:
+    scoped_by_owner = template.owner_field is not None
+    if type(template).get_queryset is ModelResourceTemplate.get_queryset and not scoped_by_owner:
         errors.append(
             _error(
-                f"{cls_name} does not override get_queryset(); the base returns no rows.",
+                f"{cls_name} neither sets owner_field nor overrides get_queryset(); the base returns no rows.",
                 template,
                 "E005",
-                "Return a queryset scoped to request.user, e.g. Model.objects.filter(owner=request.user).",
+                "Set owner_field = 'owner' (a foreign key to the user model), or return a queryset scoped to "
+                "request.user from get_queryset().",
             )
         )
+    if scoped_by_owner and owner_relation(model, str(template.owner_field)) is None:
+        errors.append(
+            _error(
+                f"{cls_name}.owner_field {template.owner_field!r} is not a foreign key to {settings.AUTH_USER_MODEL}.",
+                template,
+                "E019",
+                "Name a ForeignKey or OneToOneField to the user model, or a path of them (project__owner).",
+            )
+        )
+    if template.queryset is not None and getattr(template.queryset, "model", None) is not model:
+        errors.append(_error(f"{cls_name}.queryset is not a queryset of {cls_name}.model.", template, "E019"))
     ordering = list(template.ordering)
     if not ordering:
         errors.append(_error(f"{cls_name}.ordering is empty.", template, "E004"))

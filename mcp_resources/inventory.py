@@ -13,14 +13,16 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import chain, repeat
 from typing import TYPE_CHECKING, Any
 
 from mcp_resources import jsonrpc
 from mcp_resources.cancellation import RequestCancelled, cancellable_queries, token_for
+from mcp_resources.ownership import OwnedListing, owner_of
 from mcp_resources.pagination import (
     BadPosition,
-    RowKey,
     decode_position,
+    encode_key,
     keyset_queryset,
     native_timestamps,
     prefix_variables,
@@ -129,6 +131,9 @@ def model_page(
     """One keyset page of a model template's scoped queryset, with the prefix pushed into the query."""
     assert template.model is not None
     ordering = list(template.ordering)
+    owned = None if prefix else template.owned_listing()
+    if owned is not None:
+        return _owned_page(template, owned, request, after=after, limit=limit, deadline=deadline)
     queryset = template.get_queryset(request)
     if prefix:
         split = prefix_variables(template.compiled, prefix)
@@ -148,16 +153,8 @@ def model_page(
             queryset = queryset.filter(**filters)
         except (ValueError, TypeError):
             return [], False
-    if isinstance(after, RowKey):
-        position: list[Any] | None = list(after.values)  # this page's own previous batch: already Python values
-    else:
-        try:
-            position = decode_position(template.model, ordering, after) if after is not None else None
-        except BadPosition as exc:
-            raise PositionError(str(exc)) from exc
-    remaining_ms = int((deadline - time.monotonic()) * 1000)
-    if remaining_ms <= 0:
-        raise DeadlineExceeded()
+    position = _position(template, ordering, after)
+    remaining_ms = _remaining_ms(deadline)
     plan = template.list_plan()
     try:
         query = keyset_queryset(queryset, ordering, position, limit)
@@ -183,20 +180,63 @@ def model_page(
             resource = plan.resource(row)
             if prefix and not resource["uri"].startswith(prefix):
                 continue
-            entries.append((RowKey(tuple([row[i] for i in at])), resource))
-        last = RowKey(tuple([rows[-1][i] for i in at])) if rows else None
+            entries.append((tuple([row[i] for i in at]), resource))
+        last = tuple([rows[-1][i] for i in at]) if rows else None
     else:
         attnames = [resolve_field(template.model, name).attname if name != "pk" else "pk" for name in ordering]
         for obj in rows:
             resource = template.get_resource(request, obj)
             if prefix and not resource["uri"].startswith(prefix):
                 continue
-            entries.append((RowKey(tuple([getattr(obj, a) for a in attnames])), resource))
-        last = RowKey(tuple([getattr(rows[-1], a) for a in attnames])) if rows else None
+            entries.append((tuple([getattr(obj, a) for a in attnames]), resource))
+        last = tuple([getattr(rows[-1], a) for a in attnames]) if rows else None
     if not entries and has_more and last is not None:
         # Every row of this batch fell outside the prefix after encoding: continue after the last one.
         return [(last, {})], True
     return entries, has_more
+
+
+def _position(template: ModelResourceTemplate, ordering: list[Any], after: Any) -> list[Any] | None:
+    """The keyset position ``after`` as Python values (a cursor's JSON values are converted by the fields)."""
+    if isinstance(after, tuple):
+        return list(after)  # a key of this page's previous batch: already Python values (a cursor's are a list)
+    assert template.model is not None
+    try:
+        return decode_position(template.model, ordering, after) if after is not None else None
+    except BadPosition as exc:
+        raise PositionError(str(exc)) from exc
+
+
+def _remaining_ms(deadline: float) -> int:
+    remaining_ms = int((deadline - time.monotonic()) * 1000)
+    if remaining_ms <= 0:
+        raise DeadlineExceeded()
+    return remaining_ms
+
+
+def _owned_page(
+    template: ModelResourceTemplate,
+    owned: OwnedListing,
+    request: HttpRequest,
+    *,
+    after: Any,
+    limit: int,
+    deadline: float,
+) -> tuple[list[Entry], bool]:
+    """One page of an owner-scoped template through its precompiled query (no prefix)."""
+    owner = owner_of(request)
+    if owner is None:
+        return [], False
+    position = _position(template, list(template.ordering), after)
+    remaining_ms = _remaining_ms(deadline)
+    using = owned.using()
+    with statement_timeout(using, remaining_ms), native_timestamps(using), cancellable_queries(request, using):
+        rows = owned.rows(using, owner, position, limit)
+    has_more = len(rows) > limit
+    del rows[limit:]
+    plan = template.list_plan()
+    assert plan is not None
+    return list(plan.entries(rows)), has_more
 
 
 def _only_fields(template: ModelResourceTemplate) -> list[str]:
@@ -235,10 +275,27 @@ def _batch_size(resources: list[dict[str, Any]]) -> int:
     return len(jsonrpc.dumps(resources)) - 1 if resources else 0
 
 
+def _size_bound(resources: list[dict[str, Any]]) -> int | None:
+    """An upper bound of :func:`_batch_size` without encoding, or ``None`` (a skip marker, a value that is not a
+    string). Each character of a value encodes to at most 12 bytes (an astral character as two ``\\u`` escapes, in
+    the ASCII fallback for lone surrogates); the keys are at most ``uri``, ``name`` and ``mimeType`` (the only ones
+    a listed resource may hold), each adding ``"key":"",``, and an entry adds ``{}`` and its comma."""
+    if not all(resources):
+        return None
+    try:
+        characters = len("".join(chain.from_iterable(map(dict.values, resources))))
+    except TypeError:
+        return None
+    return 12 * characters + _ENTRY_OVERHEAD * len(resources)
+
+
+_ENTRY_OVERHEAD = 3 + sum(len(key) + 6 for key in _ALLOWED_FIELDS)
+
+
 def _encoded(position: list[Any]) -> list[Any]:
     """A position with its key JSON-safe, as a cursor holds it."""
     phase, key = position
-    return [phase, key.encode() if isinstance(key, RowKey) else key]
+    return [phase, encode_key(key) if isinstance(key, tuple) else key]
 
 
 class Traversal:
@@ -332,18 +389,32 @@ class Traversal:
         phases = self._phases()
         index, after = self._start(position)
         resources: list[dict[str, Any]] = []
-        starts: list[list[Any]] = []  # the position at which each listed resource starts (keys not yet encoded)
-        used = self.base_bytes
+        starts: list[tuple[str, Any]] = []  # the position at which each listed resource starts (keys not encoded)
+        used = self.base_bytes  # exact bytes, but for the batches in ``pending``
+        pending: list[list[dict[str, Any]]] = []  # batches accepted on their size bound, not yet encoded
+        pending_bound = 0
         self._seen = set()
+
+        def settle() -> None:
+            # Encode the batches accepted on their bound: every decision after this one is on exact sizes.
+            nonlocal used, pending_bound
+            used += sum(_batch_size(batch) for batch in pending)
+            pending.clear()
+            pending_bound = 0
 
         def done(next_position: list[Any] | None) -> PageResult:
             # The next cursor counts against the byte bound too: give back entries until it fits.
             nonlocal used
-            while next_position is not None and used + self.cursor_bytes(_encoded(next_position)) > self.max_bytes:
-                if len(resources) <= 1:
-                    raise InventoryError("a single resource and its cursor cannot fit in a page")
-                used -= _entry_size(resources.pop())
-                next_position = starts.pop()
+            if next_position is not None:
+                cursor = self.cursor_bytes(_encoded(next_position))
+                if used + pending_bound + cursor > self.max_bytes:
+                    settle()
+                    while used + cursor > self.max_bytes:
+                        if len(resources) <= 1:
+                            raise InventoryError("a single resource and its cursor cannot fit in a page")
+                        used -= _entry_size(resources.pop())
+                        next_position = list(starts.pop())
+                        cursor = self.cursor_bytes(_encoded(next_position))
             return PageResult(resources, None if next_position is None else _encoded(next_position))
 
         while index < len(phases):
@@ -351,28 +422,41 @@ class Traversal:
             entries, has_more = self._fetch(index, after, remaining)
             phase = phases[index]
             batch = [resource for _, resource in entries]
-            total = _batch_size(batch) if all(batch) else None
-            if total is not None and used + total <= self.max_bytes:
-                # The whole batch fits (the usual case): one encoding measures it exactly.
-                for key, resource in entries:
-                    starts.append([phase, after])
-                    resources.append(resource)
-                    after = key
-                used += total
+            bound = _size_bound(batch)
+            if bound is not None and used + pending_bound + bound <= self.max_bytes:
+                # The whole batch fits even at its largest possible encoding (the usual case): measure it only if a
+                # later decision needs exact sizes.
+                keys = [key for key, _ in entries]
+                starts.extend(zip(repeat(phase, len(keys)), [after, *keys][:-1], strict=True))
+                resources.extend(batch)
+                if keys:
+                    after = keys[-1]
+                pending.append(batch)
+                pending_bound += bound
             else:
-                for key, resource in entries:
-                    if not resource:  # a skip marker: nothing listable in this batch
+                settle()
+                total = _batch_size(batch) if all(batch) else None
+                if total is not None and used + total <= self.max_bytes:
+                    # The whole batch fits: one encoding measures it exactly.
+                    for key, resource in entries:
+                        starts.append((phase, after))
+                        resources.append(resource)
                         after = key
-                        continue
-                    size = _entry_size(resource)
-                    if used + size > self.max_bytes:
-                        if not resources:
-                            raise InventoryError(f"a single resource ({size} bytes) cannot fit in a page")
-                        return done([phase, after])
-                    starts.append([phase, after])
-                    used += size
-                    resources.append(resource)
-                    after = key
+                    used += total
+                else:
+                    for key, resource in entries:
+                        if not resource:  # a skip marker: nothing listable in this batch
+                            after = key
+                            continue
+                        size = _entry_size(resource)
+                        if used + size > self.max_bytes:
+                            if not resources:
+                                raise InventoryError(f"a single resource ({size} bytes) cannot fit in a page")
+                            return done([phase, after])
+                        starts.append((phase, after))
+                        used += size
+                        resources.append(resource)
+                        after = key
             if has_more:
                 if len(resources) >= self.limit:
                     return done([phase, after])

@@ -87,27 +87,10 @@ def position_values(obj: models.Model, ordering: Sequence[str]) -> tuple[Any, ..
     return tuple(obj.pk if name == "pk" else getattr(obj, resolve_field(type(obj), name).attname) for name in ordering)
 
 
-class RowKey:
-    """The keyset position of one listed row, kept as Python values and encoded only when a cursor needs it.
-
-    A page lists up to 100 rows and a cursor needs one position: encoding is deferred to :meth:`encode`.
-    """
-
-    __slots__ = ("values",)
-
-    def __init__(self, values: tuple[Any, ...]) -> None:
-        self.values = values
-
-    def encode(self) -> list[Any]:
-        return [json_value(value) for value in self.values]
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, RowKey) and other.values == self.values
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"RowKey({self.values!r})"
+def encode_key(values: tuple[Any, ...]) -> list[Any]:
+    """A listed row's keyset position (its ordering values, kept as a tuple of Python values until a cursor needs
+    one: a page lists up to 100 rows and seals one position) as JSON-safe values."""
+    return [json_value(value) for value in values]
 
 
 def decode_position(model: type[models.Model], ordering: Sequence[str], raw: Any) -> list[Any]:

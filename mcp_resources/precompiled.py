@@ -9,6 +9,10 @@ the values are exactly those a queryset would return. Only the SQL text is kept;
 Placeholders are strings and stand for values compared with text columns; they must reach the SQL as plain
 parameters (``field=value``, ``field__gt=value``...). A lookup that rewrites its value (``startswith`` builds a
 LIKE pattern) cannot take one, and compiling such a query raises.
+
+Typed placeholders (``fields=``) are :class:`Slot` expressions: each compiles to ``%s`` and may appear several
+times; at run time its value is converted with its field's ``get_db_prep_value``, as the ORM converts the
+right-hand side of a comparison. They may only be compared (``exact``, ``gt``, ``gte``, ``lt``, ``lte``).
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from typing import Any
 
 from django.core.signals import setting_changed
 from django.db import connections
-from django.db.models import QuerySet
+from django.db.models import Expression, Field, QuerySet
+from django.db.models.sql.where import WhereNode
 
 
 @dataclass(frozen=True)
@@ -30,7 +35,7 @@ class _Compiled:
     dependencies: tuple[Any, ...]
     sql: str
     params: tuple[Any, ...]
-    positions: tuple[int, ...]
+    positions: tuple[tuple[int, ...], ...]
     compiler: Any
     converters: dict[int, Any]
 
@@ -41,21 +46,60 @@ class Placeholder(str):
     __slots__ = ()
 
 
+class _Marker:
+    """The parameter a :class:`Slot` compiles to, found by identity (shared by the slot's copies)."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+
+class Slot(Expression):
+    """A typed placeholder: one ``%s`` per use, filled at run time with a value converted by ``output_field``."""
+
+    def __init__(self, index: int, output_field: Field[Any, Any]) -> None:
+        super().__init__(output_field=output_field)
+        self.marker = _Marker(index)
+
+    def as_sql(self, compiler: Any, connection: Any) -> Any:
+        return "%s", [self.marker]
+
+
+_COMPARISONS = frozenset({"exact", "gt", "gte", "lt", "lte"})
+
+
+def _check_slot_lookups(node: Any) -> None:
+    """Refuse a slot used by anything but a plain comparison (a LIKE pattern would take it unescaped)."""
+    for child in getattr(node, "children", ()):
+        if isinstance(child, WhereNode):
+            _check_slot_lookups(child)
+        elif isinstance(getattr(child, "rhs", None), Slot) and getattr(child, "lookup_name", None) not in _COMPARISONS:
+            raise RuntimeError(f"a typed placeholder is used by the lookup {child.lookup_name!r}: only comparisons")
+
+
 class PrecompiledQuery:
     """A query built by ``build(shape, *placeholders)`` and compiled once per thread, connection and ``shape``.
 
     ``shape`` is any hashable value the query's SQL depends on (a LIMIT, whether a condition is present);
     ``dependencies()`` returns what else it depends on (swappable models), compared by identity on each call.
+    With ``fields`` (one per placeholder) the placeholders are typed :class:`Slot` expressions.
     """
 
     def __init__(
         self,
         name: str,
         build: Callable[..., QuerySet[Any]],
-        arity: int,
+        arity: int = 0,
         dependencies: Callable[[], tuple[Any, ...]] = tuple,
+        fields: Sequence[Field[Any, Any]] | None = None,
     ) -> None:
-        self.placeholders = tuple(Placeholder(f"\x00mcp_resources.{name}.{i}\x00") for i in range(arity))
+        self.fields = tuple(fields) if fields is not None else None
+        self.placeholders: tuple[Any, ...] = (
+            tuple(Slot(i, field) for i, field in enumerate(self.fields))
+            if self.fields is not None
+            else tuple(Placeholder(f"\x00mcp_resources.{name}.{i}\x00") for i in range(arity))
+        )
         self.build = build
         self.dependencies = dependencies
         self._local = threading.local()
@@ -65,8 +109,15 @@ class PrecompiledQuery:
         """The rows of the query for ``values`` (one per placeholder) on database ``using``."""
         compiled = self._compiled(using, shape)
         params = list(compiled.params)
-        for position, value in zip(compiled.positions, values, strict=True):
-            params[position] = value
+        if self.fields is not None:
+            connection = compiled.connection
+            values = [
+                field.get_db_prep_value(value, connection, prepared=False)
+                for field, value in zip(self.fields, values, strict=True)
+            ]
+        for positions, value in zip(compiled.positions, values, strict=True):
+            for position in positions:
+                params[position] = value
         with compiled.connection.cursor() as cursor:
             cursor.execute(compiled.sql, params)
             rows = cursor.fetchall()
@@ -96,15 +147,24 @@ class PrecompiledQuery:
         compiler = queryset.query.get_compiler(using)
         sql, params = compiler.as_sql()
         params = tuple(params)
-        positions = []
-        for placeholder in self.placeholders:
-            found = [i for i, param in enumerate(params) if param == placeholder]
-            if len(found) != 1:
-                raise RuntimeError(f"a placeholder appears {len(found)} times among the compiled parameters")
-            positions.append(found[0])
-        for i, param in enumerate(params):
-            if i not in positions and isinstance(param, str) and "\x00mcp_resources." in param:
-                raise RuntimeError("a placeholder was rewritten by its lookup: the query cannot be precompiled")
+        positions: list[tuple[int, ...]] = []
+        if self.fields is not None:
+            _check_slot_lookups(queryset.query.where)
+            for slot in self.placeholders:
+                found = tuple(i for i, param in enumerate(params) if param is slot.marker)
+                if not found:
+                    raise RuntimeError("a typed placeholder is missing from the compiled parameters")
+                positions.append(found)
+        else:
+            for placeholder in self.placeholders:
+                found = tuple(i for i, param in enumerate(params) if param == placeholder)
+                if len(found) != 1:
+                    raise RuntimeError(f"a placeholder appears {len(found)} times among the compiled parameters")
+                positions.append(found)
+            taken = {position for found in positions for position in found}
+            for i, param in enumerate(params):
+                if i not in taken and isinstance(param, str) and "\x00mcp_resources." in param:
+                    raise RuntimeError("a placeholder was rewritten by its lookup: the query cannot be precompiled")
         converters = compiler.get_converters([column for column, _, _ in compiler.select])
         return _Compiled(
             connection=connections[using],

@@ -123,3 +123,38 @@ def test_listing_page_is_byte_ordered_and_reads_no_contents() -> None:
     for query in queries.captured_queries:
         assert '"text"' not in query["sql"]
         assert '"binary"' not in query["sql"]
+
+
+# Typed placeholders -----------------------------------------------------------------------------------------
+
+
+def test_typed_placeholders_are_converted_by_their_fields(documents: list[Document]) -> None:
+    owner = Document._meta.get_field("owner")
+    created = Document._meta.get_field("created")
+    identifier = Document._meta.get_field("id")
+
+    def build(limit: int, who: Any, when: Any, after: Any) -> Any:
+        # ``when`` is used twice: each use is a parameter of its own.
+        return (
+            Document.objects.filter(owner=who, created__gte=when)
+            .filter(created__gt=when, id__gt=after)
+            .order_by("created", "id")
+            .values_list("id", "title", "created")[:limit]
+        )
+
+    query = PrecompiledQuery("test.typed", build, fields=[owner, created, identifier])
+    for doc in documents:
+        for when in (T0, T0 + timedelta(minutes=2)):
+            reference = list(build(10, doc.owner_id, when, 0))
+            assert query.rows("default", [doc.owner_id, when, 0], shape=10) == reference
+            after = list(build(3, doc.owner_id, when, doc.pk))
+            assert query.rows("default", [doc.owner_id, when, doc.pk], shape=3) == after
+
+
+def test_a_typed_placeholder_outside_a_comparison_is_refused(documents: list[Document]) -> None:
+    title = Document._meta.get_field("title")
+    query = PrecompiledQuery(
+        "test.typed-like", lambda shape, prefix: Document.objects.filter(title__startswith=prefix), fields=[title]
+    )
+    with pytest.raises(RuntimeError, match="only comparisons"):
+        query.rows("default", ["alice"])

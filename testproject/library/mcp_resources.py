@@ -23,9 +23,9 @@ class DocumentResource(ModelResourceTemplate):
     access = "protected"
     ordering = ("created", "id")
     name_field = "title"  # the listed name (Document.__str__ too): listings read no model instances
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Document]:
-        return Document.objects.filter(owner_id=request.user.pk, deleted_at__isnull=True)
+    # The caller's scope, declared: the live documents whose owner is request.user. Listings compile it once.
+    queryset = Document.objects.filter(deleted_at__isnull=True)
+    owner_field = "owner"
 
     def get_contents(self, request: HttpRequest, obj: Any) -> Any:
         return [{"text": obj.body}]
