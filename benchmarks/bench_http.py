@@ -13,6 +13,10 @@ inventory) from the same database with the same SQL:
   (``CONN_MAX_AGE=None``, one per worker thread of the executor: the MCP path never runs Django's async handler, so
   Django's advice of ``0`` for async views does not apply, and persistent connections are the production norm).
 
+Reported next to them, not as the verdict (when granian is installed, as the ``dev`` extra does): the same two
+applications under granian, a WSGI/ASGI server written in Rust (``ours-granian-wsgi``: one worker, 4 blocking
+threads; ``ours-granian-asgi``: one worker).
+
 Ours receives a 2026-07-28 ``resources/list`` with a sealed cursor and a django-oauth-toolkit bearer token (its
 listing requires an authenticated caller); the SDK receives the same request with its own plain cursor. Load is
 a closed loop of ``--concurrency`` connections from ``http_client.py`` (a separate process on the same machine),
@@ -191,6 +195,9 @@ def main() -> None:
     user = dict(page["user"])
     server, template = core_objects()
     ports = {"sdk": free_port(), "ours-wsgi": free_port(), "ours-asgi": free_port()}
+    granian = (BIN / "granian").exists() and not os.environ.get("MCP_BENCH_NO_GRANIAN")
+    if granian:
+        ports.update({"ours-granian-wsgi": free_port(), "ours-granian-asgi": free_port()})
     # The same two servers with the token cache on (reported next to the default, which validates every token).
     cache_variants = not os.environ.get("MCP_BENCH_TOKEN_CACHE_TTL")
     if cache_variants:
@@ -272,6 +279,29 @@ def main() -> None:
             "--no-access-log",
         ],
     }
+    for interface in ("wsgi", "asgi") if granian else ():
+        name = f"ours-granian-{interface}"
+        argv[name] = [
+            str(BIN / "granian"),
+            "--interface",
+            interface,
+            f"testproject.{interface}:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(ports[name]),
+            "--workers",
+            "1",
+            "--http",
+            "1",
+            "--no-ws",
+            "--log-level",
+            "warning",
+        ]
+        if interface == "wsgi":
+            argv[name] += ["--blocking-threads", "4"]  # as gunicorn's 4 threads
+    for name in [n for n in ports if n.startswith("ours-granian")]:
+        bodies[name], headers[name] = bodies["ours-wsgi"], headers["ours-wsgi"]
     for name in [n for n in ports if n.endswith("+tc")]:
         base = name.removesuffix("+tc")
         bodies[name], headers[name] = bodies[base], headers[base]
@@ -282,6 +312,8 @@ def main() -> None:
         "ours-wsgi": {**base_env, "MCP_BENCH_CONN_MAX_AGE": "none"},
         "ours-asgi": {**base_env, "MCP_BENCH_CONN_MAX_AGE": "none"},
     }
+    for name in [n for n in ports if n.startswith("ours-granian")]:
+        envs[name] = envs["ours-wsgi"]
     for name in [n for n in ports if n.endswith("+tc")]:
         envs[name] = {**envs[name.removesuffix("+tc")], "MCP_BENCH_TOKEN_CACHE_TTL": str(CACHE_TTL)}
     names = list(ports)

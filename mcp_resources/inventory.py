@@ -267,12 +267,12 @@ def source_page(
 
 def _entry_size(resource: dict[str, Any]) -> int:
     """Bytes one resource adds to the result: its JSON and a separating comma."""
-    return len(jsonrpc.dumps(resource)) + 1
+    return len(jsonrpc.dumps_plain(resource)) + 1
 
 
 def _batch_size(resources: list[dict[str, Any]]) -> int:
     """Exactly ``sum(_entry_size(r) for r in resources)``, with one encoding: ``[a,b]`` is 1 byte shorter."""
-    return len(jsonrpc.dumps(resources)) - 1 if resources else 0
+    return len(jsonrpc.dumps_plain(resources)) - 1 if resources else 0
 
 
 def _size_bound(resources: list[dict[str, Any]]) -> int | None:

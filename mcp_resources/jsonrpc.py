@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
@@ -168,6 +170,19 @@ def dumps(payload: Any) -> bytes:
         # A lone surrogate (legal in JSON input as a \u escape, e.g. in an echoed id) has no UTF-8 form:
         # fall back to \u escapes rather than failing to answer.
         return json.dumps(payload, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode("ascii")
+
+
+def dumps_plain(payload: Any) -> bytes:
+    """Encode a payload built of strings, integers, booleans and ``None`` (a list page), as :func:`dumps` does.
+
+    orjson encodes such a payload byte for byte as :func:`dumps` (a property test checks it) in a tenth of the time;
+    whatever it refuses (a lone surrogate, an integer over 64 bits, a key that is not a string) goes to
+    :func:`dumps`. Not for payloads that may hold floats: orjson writes them differently and NaN as ``null``.
+    """
+    try:
+        return orjson.dumps(payload)
+    except orjson.JSONEncodeError:
+        return dumps(payload)
 
 
 def _valid_id(value: Any) -> bool:

@@ -250,7 +250,7 @@ class MCPServer:
             prefix=prefix,
             limit=limit,
             max_bytes=mcp_settings.max_page_bytes,
-            base_bytes=len(jsonrpc.dumps(skeleton)) + 256,
+            base_bytes=len(jsonrpc.dumps_plain(skeleton)) + 256,
             deadline=time.monotonic() + mcp_settings.list_deadline_seconds,
             cursor_bytes=cursor_bytes,
         )

@@ -23,6 +23,7 @@ from mcp_resources.jsonrpc import (
     ParseError,
     RPCError,
     dumps,
+    dumps_plain,
     loads,
     parse_message,
     result_response,
@@ -371,3 +372,22 @@ def test_parse_message_only_raises_rpc_errors_on_message_like_objects(value):
         assert isinstance(message.params, dict)
         assert message.id is None or (isinstance(message.id, int | str) and not isinstance(message.id, bool))
         assert message.is_notification == ("id" not in value)
+
+
+plain_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(plain_values)
+def test_dumps_plain_is_byte_for_byte_dumps(value):
+    # Lone surrogates and integers over 64 bits included: orjson refuses them and dumps answers.
+    assert dumps_plain(value) == dumps(value)
+
+
+def test_dumps_plain_falls_back_for_what_orjson_refuses():
+    assert dumps_plain({"id": 2**70}) == b'{"id":1180591620717411303424}'
+    assert dumps_plain({"name": "\ud800"}) == dumps({"name": "\ud800"})
+    assert dumps_plain({1: "a"}) == b'{"1":"a"}'

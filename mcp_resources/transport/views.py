@@ -32,8 +32,17 @@ logger = logging.getLogger("mcp_resources.transport")
 SESSION_HEADER = "Mcp-Session-Id"
 
 
-def json_response(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> HttpResponse:
-    response = HttpResponse(jsonrpc.dumps(payload), status=status, content_type="application/json")
+# Results the server builds of strings, integers, booleans and None only: encoded with jsonrpc.dumps_plain.
+PLAIN_RESULTS = frozenset({"resources/list", "resources/templates/list"})
+
+
+def json_response(
+    payload: Any,
+    status: int = 200,
+    headers: dict[str, str] | None = None,
+    encode: Callable[[Any], bytes] = jsonrpc.dumps,
+) -> HttpResponse:
+    response = HttpResponse(encode(payload), status=status, content_type="application/json")
     for name, value in (headers or {}).items():
         response[name] = value
     return response
@@ -223,7 +232,8 @@ class MCPView(View):
         except jsonrpc.RPCError as exc:
             exc.with_id(message.id)
             return error_response(exc, exc.http_status if ctx.modern else 200)
-        return json_response(jsonrpc.result_response(message.id, result))
+        encode = jsonrpc.dumps_plain if message.method in PLAIN_RESULTS else jsonrpc.dumps
+        return json_response(jsonrpc.result_response(message.id, result), encode=encode)
 
     # GET / DELETE ----------------------------------------------------------------------------------------
 
