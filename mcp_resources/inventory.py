@@ -8,13 +8,16 @@ queried live: nothing is snapshotted, and the cursor never grants access.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain, repeat
 from typing import TYPE_CHECKING, Any
+
+from django.db import connections
 
 from mcp_resources import jsonrpc
 from mcp_resources.cancellation import RequestCancelled, cancellable_queries, token_for
@@ -29,6 +32,7 @@ from mcp_resources.pagination import (
     resolve_field,
     statement_timeout,
 )
+from mcp_resources.precompiled import Statement, together_supported
 from mcp_resources.resources import InventoryPage, ModelResourceTemplate, ResourceTemplate
 from mcp_resources.uris import MAX_URI_LENGTH, can_start_with
 
@@ -127,13 +131,14 @@ def model_page(
     limit: int,
     prefix: str,
     deadline: float,
+    prefetch: Prefetch | None = None,
 ) -> tuple[list[Entry], bool]:
     """One keyset page of a model template's scoped queryset, with the prefix pushed into the query."""
     assert template.model is not None
     ordering = list(template.ordering)
     owned = None if prefix else template.owned_listing()
     if owned is not None:
-        return _owned_page(template, owned, request, after=after, limit=limit, deadline=deadline)
+        return _owned_page(template, owned, request, after=after, limit=limit, deadline=deadline, prefetch=prefetch)
     queryset = template.get_queryset(request)
     if prefix:
         split = prefix_variables(template.compiled, prefix)
@@ -222,21 +227,76 @@ def _owned_page(
     after: Any,
     limit: int,
     deadline: float,
+    prefetch: Prefetch | None = None,
 ) -> tuple[list[Entry], bool]:
     """One page of an owner-scoped template through its precompiled query (no prefix)."""
     owner = owner_of(request)
     if owner is None:
         return [], False
-    position = _position(template, list(template.ordering), after)
-    remaining_ms = _remaining_ms(deadline)
-    using = owned.using()
-    with statement_timeout(using, remaining_ms), native_timestamps(using), cancellable_queries(request, using):
-        rows = owned.rows(using, owner, position, limit)
+    rows = prefetch.take(template, limit) if prefetch is not None and after is None else None
+    if rows is None:
+        position = _position(template, list(template.ordering), after)
+        remaining_ms = _remaining_ms(deadline)
+        using = owned.using()
+        with statement_timeout(using, remaining_ms), native_timestamps(using), cancellable_queries(request, using):
+            rows = owned.rows(using, owner, position, limit)
     has_more = len(rows) > limit
     del rows[limit:]
     plan = template.list_plan()
     assert plan is not None
     return list(plan.entries(rows)), has_more
+
+
+class Prefetch:
+    """The first batch of a page's first source, read in the same round trip as the static phase.
+
+    Made for a first page without a prefix whose first source declares its scope (``owner_field``), on a connection
+    that takes several statements in one message (:func:`~mcp_resources.precompiled.together_supported`): every
+    first page reads the static resources, and this saves the second round trip. The source's query runs with its
+    own statement timeout and cancellation; its first fetch then takes the rows it needs from ``rows``.
+    """
+
+    def __init__(
+        self, source: ModelResourceTemplate, statement: Statement, request: HttpRequest, limit: int, deadline: float
+    ) -> None:
+        self.source = source
+        self.statement = statement
+        self.request = request
+        self.limit = limit
+        self.deadline = deadline
+        self.using = statement.connection.alias
+        self.rows: list[tuple[Any, ...]] | None = None
+
+    @classmethod
+    def for_source(cls, source: ResourceTemplate, request: HttpRequest, limit: int, deadline: float) -> Prefetch | None:
+        if not isinstance(source, ModelResourceTemplate):
+            return None
+        owned = source.owned_listing()
+        owner = owner_of(request) if owned is not None else None
+        if owned is None or owner is None:
+            return None
+        using = owned.using()
+        if not together_supported(connections[using]):
+            return None
+        return cls(source, owned.first.statement(using, [owner], shape=limit), request, limit, deadline)
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """The source's query settings around the shared round trip: statement timeout, timestamps, cancellation."""
+        remaining_ms = _remaining_ms(self.deadline)
+        with (
+            statement_timeout(self.using, remaining_ms),
+            native_timestamps(self.using),
+            cancellable_queries(self.request, self.using),
+        ):
+            yield
+
+    def take(self, source: ResourceTemplate, limit: int) -> list[tuple[Any, ...]] | None:
+        """The first ``limit + 1`` rows of ``source`` when they were read (what its own query would return)."""
+        if source is not self.source or self.rows is None or limit > self.limit:
+            return None
+        rows, self.rows = self.rows, None
+        return rows[: limit + 1]
 
 
 def _only_fields(template: ModelResourceTemplate) -> list[str]:
@@ -256,9 +316,12 @@ def source_page(
     prefix: str,
     deadline: float,
     seen: set[str] | None = None,
+    prefetch: Prefetch | None = None,
 ) -> tuple[list[Entry], bool]:
     if isinstance(template, ModelResourceTemplate):
-        return model_page(template, request, after=after, limit=limit, prefix=prefix, deadline=deadline)
+        return model_page(
+            template, request, after=after, limit=limit, prefix=prefix, deadline=deadline, prefetch=prefetch
+        )
     if after is not None and not isinstance(after, str):
         raise PositionError("generic sources take string keys")
     raw = template.list(request, after=after, limit=limit, prefix=prefix, deadline=deadline)
@@ -305,7 +368,7 @@ class Traversal:
         self,
         request: HttpRequest,
         *,
-        static_page: Callable[[str | None, int, str], list[Entry]],
+        static_page: Callable[[str | None, int, str, Prefetch | None], list[Entry]],
         sources: list[ResourceTemplate],
         all_sources: list[ResourceTemplate],
         prefix: str,
@@ -327,6 +390,7 @@ class Traversal:
         self.cursor_bytes = cursor_bytes
         self.cancellation = token_for(request)
         self._seen: set[str] = set()
+        self._prefetch: Prefetch | None = None
 
     def _phases(self) -> list[str]:
         return [STATIC_PHASE] + [s.name for s in self.sources]
@@ -359,7 +423,7 @@ class Traversal:
     def _fetch(self, phase_index: int, after: Any, limit: int) -> tuple[list[Entry], bool]:
         self._check()
         if phase_index == 0:
-            rows = self.static_page(after, limit + 1, self.prefix)
+            rows = self.static_page(after, limit + 1, self.prefix, self._prefetch if after is None else None)
             result = rows[:limit], len(rows) > limit
         else:
             source = self.sources[phase_index - 1]
@@ -371,6 +435,7 @@ class Traversal:
                 prefix=self.prefix,
                 deadline=self.deadline,
                 seen=self._seen,
+                prefetch=self._prefetch,
             )
         # Work that finished late (or for a client that has gone) fails too: a page is answered within the deadline
         # or not at all, and what a cancelled source returned is discarded.
@@ -388,6 +453,9 @@ class Traversal:
     def _page(self, position: list[Any] | None) -> PageResult:
         phases = self._phases()
         index, after = self._start(position)
+        if index == 0 and after is None and not self.prefix and self.sources:
+            # A first page: the first source's first batch is read in the static phase's round trip.
+            self._prefetch = Prefetch.for_source(self.sources[0], self.request, self.limit, self.deadline)
         resources: list[dict[str, Any]] = []
         starts: list[tuple[str, Any]] = []  # the position at which each listed resource starts (keys not encoded)
         used = self.base_bytes  # exact bytes, but for the batches in ``pending``

@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 from django.db import DEFAULT_DB_ALIAS, models, router
 from django.utils.translation import gettext_lazy as _
 
-from mcp_resources.precompiled import PrecompiledQuery
+from mcp_resources.precompiled import PrecompiledQuery, rows_together
 from mcp_resources.resources import PROTECTED, PUBLIC
 from mcp_resources.uris import MAX_URI_LENGTH, validate_uri
 
@@ -93,14 +93,19 @@ _first_listing_page = PrecompiledQuery("static.first", lambda limit: _listing_qu
 _next_listing_page = PrecompiledQuery("static.next", lambda limit, after: _listing_query(limit, after), arity=1)
 
 
-def listing_page(after: str | None, limit: int, prefix: str = "") -> list[StaticResource]:
+def listing_page(after: str | None, limit: int, prefix: str = "", prefetch: Any = None) -> list[StaticResource]:
     """Enabled static resources in URI byte order strictly after ``after``, at most ``limit``, listing fields only.
 
-    Without a prefix (every first page of every ``resources/list`` starts here) the query is precompiled.
+    Without a prefix (every first page of every ``resources/list`` starts here) the query is precompiled. A first
+    page's ``prefetch`` (:class:`mcp_resources.inventory.Prefetch`) on the same database is read in the same round
+    trip, and its ``rows`` filled in.
     """
     using = router.db_for_read(StaticResource) or DEFAULT_DB_ALIAS
     if prefix:
         rows = list(_listing_query(limit, after, prefix).using(using))
+    elif after is None and prefetch is not None and prefetch.using == using:
+        with prefetch.reading():
+            rows, prefetch.rows = rows_together([_first_listing_page.statement(using, [], limit), prefetch.statement])
     elif after is None:
         rows = _first_listing_page.rows(using, [], shape=limit)
     else:

@@ -107,6 +107,13 @@ class PrecompiledQuery:
 
     def rows(self, using: str, values: Sequence[Any], shape: Hashable = None) -> list[tuple[Any, ...]]:
         """The rows of the query for ``values`` (one per placeholder) on database ``using``."""
+        statement = self.statement(using, values, shape)
+        with statement.connection.cursor() as cursor:
+            cursor.execute(statement.sql, statement.params)
+            return statement.finish(cursor.fetchall())
+
+    def statement(self, using: str, values: Sequence[Any], shape: Hashable = None) -> Statement:
+        """The query for ``values`` as SQL and parameters, to run alone or with others (:func:`rows_together`)."""
         compiled = self._compiled(using, shape)
         params = list(compiled.params)
         if self.fields is not None:
@@ -118,12 +125,7 @@ class PrecompiledQuery:
         for positions, value in zip(compiled.positions, values, strict=True):
             for position in positions:
                 params[position] = value
-        with compiled.connection.cursor() as cursor:
-            cursor.execute(compiled.sql, params)
-            rows = cursor.fetchall()
-        if compiled.converters:
-            rows = [tuple(row) for row in compiled.compiler.apply_converters(rows, compiled.converters)]
-        return rows
+        return Statement(compiled, params)
 
     def forget(self) -> None:
         """Drop this thread's compiled SQL (done when settings change)."""
@@ -175,6 +177,66 @@ class PrecompiledQuery:
             compiler=compiler,
             converters=converters,
         )
+
+
+class Statement:
+    """One execution of a precompiled query: its SQL, its parameters, and the conversion of its rows."""
+
+    __slots__ = ("compiled", "params")
+
+    def __init__(self, compiled: _Compiled, params: list[Any]) -> None:
+        self.compiled = compiled
+        self.params = params
+
+    @property
+    def connection(self) -> Any:
+        return self.compiled.connection
+
+    @property
+    def sql(self) -> str:
+        return self.compiled.sql
+
+    def finish(self, rows: list[Any]) -> list[tuple[Any, ...]]:
+        """The fetched rows with the compiler's converters applied, as a queryset would return them."""
+        compiled = self.compiled
+        if compiled.converters:
+            return [tuple(row) for row in compiled.compiler.apply_converters(rows, compiled.converters)]
+        return rows
+
+
+def together_supported(connection: Any) -> bool:
+    """Whether several statements can be sent in one message on ``connection``, each result read in turn:
+    PostgreSQL with psycopg 3 and client-side binding (Django's default), where a query string may hold several
+    statements (psycopg 2 returns only the last result)."""
+    if connection.vendor != "postgresql":
+        return False
+    from django.db.backends.postgresql.psycopg_any import is_psycopg3
+
+    from mcp_resources.pagination import _client_side_binding
+
+    return bool(is_psycopg3) and _client_side_binding(connection)
+
+
+def rows_together(statements: Sequence[Statement]) -> list[list[tuple[Any, ...]]]:
+    """The rows of each statement, all sent in one message (one round trip) where :func:`together_supported`,
+    else one after the other. The statements must share one connection."""
+    connection = statements[0].connection
+    if any(statement.connection is not connection for statement in statements):
+        raise ValueError("statements of different connections cannot run together")
+    with connection.cursor() as cursor:
+        if len(statements) == 1 or not together_supported(connection):
+            results = []
+            for statement in statements:
+                cursor.execute(statement.sql, statement.params)
+                results.append(statement.finish(cursor.fetchall()))
+            return results
+        cursor.execute("; ".join(s.sql for s in statements), [p for s in statements for p in s.params])
+        results = [statements[0].finish(cursor.fetchall())]
+        for statement in statements[1:]:
+            if not cursor.nextset():
+                raise RuntimeError("a statement sent together returned no result")
+            results.append(statement.finish(cursor.fetchall()))
+        return results
 
 
 _instances: weakref.WeakSet[PrecompiledQuery] = weakref.WeakSet()

@@ -35,7 +35,7 @@ from mcp_resources.exceptions import (
     ResourceError,
     ResourceNotFound,
 )
-from mcp_resources.inventory import DeadlineExceeded, InventoryError, PositionError, Traversal
+from mcp_resources.inventory import DeadlineExceeded, InventoryError, PositionError, Prefetch, Traversal
 from mcp_resources.principal import ANONYMOUS, Principal
 from mcp_resources.registry import ResourceRegistry, site
 from mcp_resources.resources import PUBLIC, ModelResourceTemplate, ResourceTemplate, normalize_contents
@@ -244,7 +244,9 @@ class MCPServer:
 
         traversal = Traversal(
             ctx.request,
-            static_page=lambda after, n, pfx: self._static_page(ctx, after=after, limit=n, prefix=pfx),
+            static_page=lambda after, n, pfx, prefetch: self._static_page(
+                ctx, after=after, limit=n, prefix=pfx, prefetch=prefetch
+            ),
             sources=sources,
             all_sources=self.sources(),
             prefix=prefix,
@@ -301,9 +303,12 @@ class MCPServer:
         return scope, min(ttls)
 
     def _static_page(
-        self, ctx: CallContext, after: str | None, limit: int, prefix: str = ""
+        self, ctx: CallContext, after: str | None, limit: int, prefix: str = "", prefetch: Prefetch | None = None
     ) -> list[tuple[str, dict[str, Any]]]:
-        """Static resources (code and admin) the caller may access, in URI byte order, after ``after``."""
+        """Static resources (code and admin) the caller may access, in URI byte order, after ``after``.
+
+        ``prefetch`` (a first page's first source) is read in the same round trip as the first batch of admin rows.
+        """
         from mcp_resources.models import listing_page
 
         if after is not None and not isinstance(after, str):
@@ -319,7 +324,8 @@ class MCPServer:
         # Admin rows, in batches until ``limit`` accessible ones are found (protected rows may be skipped).
         found, position = 0, after
         while found < limit:
-            rows = listing_page(position, limit, prefix)
+            rows = listing_page(position, limit, prefix, prefetch)
+            prefetch = None
             for row in rows:
                 if row.uri not in code and self.may_access(row.access, row.scopes, ctx):
                     entries.append((row.uri, row.get_descriptor()))

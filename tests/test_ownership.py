@@ -6,6 +6,7 @@ an overridden ``get_queryset`` that the ORM compiles on every page: both must li
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -23,6 +24,7 @@ from hypothesis import strategies as st
 from mcp_resources import jsonrpc
 from mcp_resources.checks import check_templates
 from mcp_resources.inventory import _batch_size, _size_bound
+from mcp_resources.models import StaticResource
 from mcp_resources.precompiled import PrecompiledQuery
 from mcp_resources.registry import ResourceRegistry
 from mcp_resources.resources import ModelResourceTemplate
@@ -190,6 +192,58 @@ def test_the_precompiled_page_is_cut_by_the_deadline_like_the_orm_page(settings,
     with pytest.raises(jsonrpc.RPCError) as failed:
         list_page(server_for(OwnedDocuments), context(alice))
     assert failed.value.code == -32603
+
+
+# The first page: static resources and the first source in one round trip (PostgreSQL) -------------------------
+
+pg_only = pytest.mark.skipif(connection.vendor != "postgresql", reason="several statements in one message: PostgreSQL")
+
+
+class SlowOwnedDocuments(OwnedDocuments):
+    queryset = Document.objects.extra(where=["(SELECT 1 FROM pg_sleep(1)) = 1"])
+
+
+@pg_only
+@pytest.mark.django_db(transaction=True)
+def test_a_first_page_reads_static_resources_and_the_first_source_in_one_round_trip(settings, users):
+    configure(settings, PAGE_SIZE=7)
+    alice, bob = users
+    make(alice, 12, deleted=2)
+    make(bob, 5)
+    for uri in ("res://b", "res://a", "res://c"):
+        StaticResource.objects.create(uri=uri, name=uri, text="t")
+    ctx = context(alice)
+    with CaptureQueriesContext(connection) as queries:
+        first = list_page(server_for(OwnedDocuments), ctx)
+    sent = [q["sql"] for q in queries.captured_queries if "library_document" in q["sql"] or "staticres" in q["sql"]]
+    assert len(sent) == 1
+    assert sent[0].startswith("SET LOCAL statement_timeout = ")
+    assert "mcp_resources_staticresource" in sent[0]
+    assert "library_document" in sent[0]
+    assert [r["uri"] for r in first["resources"]] == ["res://a", "res://b", "res://c", *expected_documents(alice)[:4]]
+    # Every page, static resources first, as the ORM lists them in two round trips.
+    assert listed(server_for(OwnedDocuments), ctx) == listed(server_for(ComputedDocuments), ctx)
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW statement_timeout")
+        assert cursor.fetchone()[0] == "0"
+
+
+@pg_only
+@pytest.mark.django_db(transaction=True)
+def test_the_shared_round_trip_runs_under_the_statement_timeout(settings, users):
+    alice, _ = users
+    make(alice, 3)
+    configure(settings, LIST_DEADLINE_SECONDS=0.2)
+    started = time.monotonic()
+    with pytest.raises(jsonrpc.RPCError) as failed:
+        list_page(server_for(SlowOwnedDocuments), context(alice))
+    assert failed.value.code == -32603
+    assert time.monotonic() - started < 0.9
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW statement_timeout")
+        assert cursor.fetchone()[0] == "0"
+    configure(settings, LIST_DEADLINE_SECONDS=10)
+    assert len(list_page(server_for(OwnedDocuments), context(alice))["resources"]) == 3
 
 
 # System checks ---------------------------------------------------------------------------------------------
