@@ -297,6 +297,11 @@ def markdown_results(latest: dict[str, Any]) -> str:
                 f"- Item 5: `+tc` servers run with `TOKEN_CACHE_TTL` {http['token_cache_ttl_of_variants']} s "
                 "(reported, not the verdict; the default, 0, validates every token)."
             )
+        if any(name.startswith("ours-granian") for name in http["servers"]):
+            other.append(
+                "- Item 5: `ours-granian-*` serve the same two applications under granian (reported, not the "
+                "verdict: the verdicts are gunicorn's and the demo's uvicorn)."
+            )
     if listeners:
         for r in listeners["servers"]:
             other.append(
