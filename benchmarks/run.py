@@ -157,6 +157,14 @@ def summarize(results: dict[str, Any]) -> list[dict[str, Any]]:
             http["targets"]["ours-wsgi"],
             False,
         )
+        if "ours-granian-wsgi" in http["ratios"]:
+            add(
+                "5",
+                "HTTP req/s under WSGI (granian) / MCP SDK low-level",
+                http["ratios"]["ours-granian-wsgi"],
+                http["targets"]["ours-wsgi"],
+                False,
+            )
         add(
             "5",
             "HTTP req/s under ASGI (uvicorn, the demo's) / MCP SDK low-level",
@@ -299,8 +307,9 @@ def markdown_results(latest: dict[str, Any]) -> str:
             )
         if any(name.startswith("ours-granian") for name in http["servers"]):
             other.append(
-                "- Item 5: `ours-granian-*` serve the same two applications under granian (reported, not the "
-                "verdict: the verdicts are gunicorn's and the demo's uvicorn)."
+                "- Item 5: `ours-granian-*` serve the same two applications under granian, a WSGI/ASGI server "
+                "written in Rust: its WSGI line has a row of its own above, next to gunicorn's; its ASGI line is "
+                "reported only (the ASGI verdict is the demo's uvicorn)."
             )
     if listeners:
         for r in listeners["servers"]:

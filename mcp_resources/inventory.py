@@ -340,19 +340,15 @@ def _batch_size(resources: list[dict[str, Any]]) -> int:
 
 def _size_bound(resources: list[dict[str, Any]]) -> int | None:
     """An upper bound of :func:`_batch_size` without encoding, or ``None`` (a skip marker, a value that is not a
-    string). Each character of a value encodes to at most 12 bytes (an astral character as two ``\\u`` escapes, in
-    the ASCII fallback for lone surrogates); the keys are at most ``uri``, ``name`` and ``mimeType`` (the only ones
-    a listed resource may hold), each adding ``"key":"",``, and an entry adds ``{}`` and its comma."""
+    string). Each character of a key or a value encodes to at most 12 bytes (an astral character as two ``\\u``
+    escapes, in the ASCII fallback for lone surrogates), a pair adds ``"":"",`` and an entry ``{}`` and its comma."""
     if not all(resources):
         return None
     try:
-        characters = len("".join(chain.from_iterable(map(dict.values, resources))))
+        characters = len("".join(chain.from_iterable(chain.from_iterable(map(dict.items, resources)))))
     except TypeError:
         return None
-    return 12 * characters + _ENTRY_OVERHEAD * len(resources)
-
-
-_ENTRY_OVERHEAD = 3 + sum(len(key) + 6 for key in _ALLOWED_FIELDS)
+    return 12 * characters + 6 * sum(map(len, resources)) + 3 * len(resources)
 
 
 def _encoded(position: list[Any]) -> list[Any]:
