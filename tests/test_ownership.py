@@ -30,7 +30,6 @@ from mcp_resources.registry import ResourceRegistry
 from mcp_resources.resources import ModelResourceTemplate
 from testproject.library.models import Document, Note
 from tests.listing_support import (
-    SCOPE,
     DocumentSource,
     configure,
     context,
@@ -46,19 +45,13 @@ pytestmark = pytest.mark.django_db
 T0 = timezone.now() - timedelta(days=30)
 
 
-class OwnedDocuments(ModelResourceTemplate):
-    model = Document
-    name = "documents"
-    uri_template = "learn://documents/{id}"
-    mime_type = "text/plain"
-    required_scopes = (SCOPE,)
-    ordering = ("created", "id")
+class OwnedDocuments(DocumentSource):
+    """``DocumentSource`` with its scope declared instead of computed."""
+
     name_field = "title"
     queryset = Document.objects.filter(deleted_at__isnull=True)
     owner_field = "owner"
-
-    def get_contents(self, request: Any, obj: Any) -> Any:
-        return obj.body
+    get_queryset = ModelResourceTemplate.get_queryset  # the base: it serves the declared scope
 
 
 class ComputedDocuments(DocumentSource):
