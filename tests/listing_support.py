@@ -166,6 +166,15 @@ class DocumentSource(ModelResourceTemplate):
         return obj.body
 
 
+class DeclaredDocumentSource(DocumentSource):
+    """``DocumentSource`` with its scope declared instead of computed: its listing query is compiled once."""
+
+    name_field = "title"
+    queryset = Document.objects.filter(deleted_at__isnull=True)
+    owner_field = "owner"
+    get_queryset = ModelResourceTemplate.get_queryset  # the base: it serves the declared scope
+
+
 class NoteSource(ModelResourceTemplate):
     model = Note
     name = "notes"

@@ -30,6 +30,7 @@ from mcp_resources.registry import ResourceRegistry
 from mcp_resources.resources import ModelResourceTemplate
 from testproject.library.models import Document, Note
 from tests.listing_support import (
+    DeclaredDocumentSource,
     DocumentSource,
     configure,
     context,
@@ -45,13 +46,7 @@ pytestmark = pytest.mark.django_db
 T0 = timezone.now() - timedelta(days=30)
 
 
-class OwnedDocuments(DocumentSource):
-    """``DocumentSource`` with its scope declared instead of computed."""
-
-    name_field = "title"
-    queryset = Document.objects.filter(deleted_at__isnull=True)
-    owner_field = "owner"
-    get_queryset = ModelResourceTemplate.get_queryset  # the base: it serves the declared scope
+OwnedDocuments = DeclaredDocumentSource
 
 
 class ComputedDocuments(DocumentSource):

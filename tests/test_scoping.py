@@ -33,6 +33,7 @@ from mcp_resources.server import MCPServer
 from testproject.library.models import Document, Note
 from tests.listing_support import (
     SCOPE,
+    DeclaredDocumentSource,
     DocumentSource,
     MineSource,
     NoteSource,
@@ -65,8 +66,8 @@ PREFIXES = [
 ]
 
 
-def make_server() -> MCPServer:
-    server = server_for(DocumentSource, NoteSource, MineSource, name="scoping")
+def make_server(documents: type[DocumentSource] = DocumentSource) -> MCPServer:
+    server = server_for(documents, NoteSource, MineSource, name="scoping")
     server.registry.register_resource("learn://about", "about", lambda: "about this server")
     server.registry.register_resource(
         "learn://private-static", "private", lambda: "for members", access="protected", required_scopes=(SCOPE,)
@@ -75,6 +76,7 @@ def make_server() -> MCPServer:
 
 
 SERVER = make_server()
+DECLARED_SERVER = make_server(DeclaredDocumentSource)  # documents scoped by owner_field: a precompiled query
 
 
 def expected_inventory(user: Any, prefix: str | None = None) -> list[str]:
@@ -124,7 +126,10 @@ B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 class World:
     """Both users, their rows, and helpers that check every answer against the invariants."""
 
-    def __init__(self, docs: dict[str, list[tuple[str, int]]], note_titles: dict[str, list[str]]) -> None:
+    def __init__(
+        self, docs: dict[str, list[tuple[str, int]]], note_titles: dict[str, list[str]], server: MCPServer = SERVER
+    ) -> None:
+        self.server = server
         user_model = get_user_model()
         self.users = {name: user_model.objects.create_user(name) for name in ("alice", "bob")}
         for name, user in self.users.items():
@@ -144,7 +149,7 @@ class World:
 
     def page(self, name: str, page_size: int, **params: Any) -> dict[str, Any]:
         with override_settings(MCP_RESOURCES={"PAGE_SIZE": page_size}):
-            page = list_page(SERVER, self.ctx(name), **params)
+            page = list_page(self.server, self.ctx(name), **params)
         self.check_page(name, page)
         return page
 
@@ -170,10 +175,10 @@ class World:
 
     def assert_refused(self, name: str, page_size: int, cursor: Any, prefix: str | None = None) -> None:
         with override_settings(MCP_RESOURCES={"PAGE_SIZE": page_size}):
-            assert_invalid_cursor(lambda: list_page(SERVER, self.ctx(name), cursor=cursor, prefix=prefix))
+            assert_invalid_cursor(lambda: list_page(self.server, self.ctx(name), cursor=cursor, prefix=prefix))
 
     def read(self, name: str, uri: str) -> dict[str, Any]:
-        return SERVER.call("resources/read", {"uri": uri}, self.ctx(name))
+        return self.server.call("resources/read", {"uri": uri}, self.ctx(name))
 
 
 def run(world: World, op: tuple[Any, ...]) -> None:
@@ -239,17 +244,19 @@ def run(world: World, op: tuple[Any, ...]) -> None:
     elif kind == "cross-method":
         cursor = world.some_cursor(name, op[2])
         if cursor is not None:
-            error = rpc_error(lambda: SERVER.call("resources/templates/list", {"cursor": cursor}, world.ctx(name)))
+            error = rpc_error(
+                lambda: world.server.call("resources/templates/list", {"cursor": cursor}, world.ctx(name))
+            )
             assert (error.code, error.message) == (jsonrpc.INVALID_PARAMS, "Invalid cursor")
     elif kind == "expired":
         # A cursor sealed with the server's own key and binding, but for a traversal that began outside the window.
-        binding = SERVER._binding("resources/list", world.ctx(name), "")
-        cursor = make_cursor(SERVER.codec, binding, ["documents", None], time.time() + op[3])
+        binding = world.server._binding("resources/list", world.ctx(name), "")
+        cursor = make_cursor(world.server.codec, binding, ["documents", None], time.time() + op[3])
         world.assert_refused(name, op[2], cursor)
         # The same cursor minted for now is accepted: only the start time differs.
-        fresh = make_cursor(SERVER.codec, binding, ["documents", None], time.time())
+        fresh = make_cursor(world.server.codec, binding, ["documents", None], time.time())
         with override_settings(MCP_RESOURCES={"PAGE_SIZE": op[2]}):
-            page = list_page(SERVER, world.ctx(name), cursor=fresh)
+            page = list_page(world.server, world.ctx(name), cursor=fresh)
         world.check_page(name, page)
     elif kind == "replay":
         cursor = world.some_cursor(name, op[2], op[3])
@@ -272,10 +279,12 @@ def run(world: World, op: tuple[Any, ...]) -> None:
     notes_a=notes,
     notes_b=notes,
     ops=st.lists(operations, min_size=1, max_size=8),
+    declared=st.booleans(),
 )
-def test_users_never_see_or_page_into_each_others_records(docs_a, docs_b, notes_a, notes_b, ops):
+def test_users_never_see_or_page_into_each_others_records(docs_a, docs_b, notes_a, notes_b, ops, declared):
     with transaction.atomic():
-        world = World({"alice": docs_a, "bob": docs_b}, {"alice": notes_a, "bob": notes_b})
+        server = DECLARED_SERVER if declared else SERVER
+        world = World({"alice": docs_a, "bob": docs_b}, {"alice": notes_a, "bob": notes_b}, server)
         for op in ops:
             run(world, op)
         # Whatever happened, each user's full walk is still exactly their own inventory.

@@ -26,6 +26,7 @@ from django.utils import timezone
 from mcp_resources.server import MCPServer
 from testproject.library.models import Document, Note
 from tests.listing_support import (
+    DeclaredDocumentSource,
     DocumentSource,
     MineSource,
     NoteSource,
@@ -56,7 +57,7 @@ def doc_uris(pk: int) -> set[str]:
 class Scenario:
     """Alice's and bob's rows, and a record of what happened to alice's during the walk."""
 
-    def __init__(self, docs: int = 30, notes: int = 16) -> None:
+    def __init__(self, docs: int = 30, notes: int = 16, documents: type[DocumentSource] = DocumentSource) -> None:
         user_model = get_user_model()
         self.alice = user_model.objects.create_user("alice")
         self.bob = user_model.objects.create_user("bob")
@@ -72,7 +73,7 @@ class Scenario:
         self.removed_before_page: dict[str, int] = {}  # uri -> index of the first page fetched after its removal
         self.inserted_behind: set[str] = set()
         self.inserted_ahead: set[str] = set()
-        self.server: MCPServer = server_for(DocumentSource, NoteSource, MineSource, name="concurrency")
+        self.server: MCPServer = server_for(documents, NoteSource, MineSource, name="concurrency")
 
     def current_uris(self) -> set[str]:
         docs = Document.objects.filter(owner=self.alice, deleted_at__isnull=True).values_list("pk", flat=True)
@@ -163,20 +164,22 @@ def mutations(scenario: Scenario, step: int, seen: list[str]) -> None:
         scenario.inserted_behind.add(note_uri(early))
 
 
+@pytest.mark.parametrize("documents", [DocumentSource, DeclaredDocumentSource], ids=["computed", "declared"])
 @pytest.mark.parametrize("page_size", [1, 4, 7])
-def test_walk_with_inserts_and_deletes_between_pages(settings, page_size):
+def test_walk_with_inserts_and_deletes_between_pages(settings, page_size, documents):
     configure(settings, PAGE_SIZE=page_size)
-    scenario = Scenario()
+    scenario = Scenario(documents=documents)
     pages = scenario.walk(lambda step, seen: mutations(scenario, step, seen))
     scenario.check(pages)
     assert len(pages) > 5
 
 
 @postgres_only
+@pytest.mark.parametrize("documents", [DocumentSource, DeclaredDocumentSource], ids=["computed", "declared"])
 @pytest.mark.parametrize("page_size", [2, 5])
-def test_walk_with_changes_committed_by_another_connection_between_pages(settings, page_size):
+def test_walk_with_changes_committed_by_another_connection_between_pages(settings, page_size, documents):
     configure(settings, PAGE_SIZE=page_size)
-    scenario = Scenario()
+    scenario = Scenario(documents=documents)
     main_connection = id(connection.connection)
     failures: list[BaseException] = []
 
@@ -200,10 +203,11 @@ def test_walk_with_changes_committed_by_another_connection_between_pages(setting
 
 
 @postgres_only
-def test_walk_while_a_concurrent_writer_inserts_and_deletes(settings):
+@pytest.mark.parametrize("documents", [DocumentSource, DeclaredDocumentSource], ids=["computed", "declared"])
+def test_walk_while_a_concurrent_writer_inserts_and_deletes(settings, documents):
     """A writer commits inserts and deletions throughout the walk; each page is checked against commit times."""
     configure(settings, PAGE_SIZE=3)
-    scenario = Scenario(docs=40, notes=20)
+    scenario = Scenario(docs=40, notes=20, documents=documents)
     volatile = Document.objects.bulk_create(
         Document(owner=scenario.alice, title=f"v{i}", created=T0 + timedelta(hours=i, minutes=30)) for i in range(40)
     )
