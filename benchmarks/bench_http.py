@@ -13,9 +13,12 @@ inventory) from the same database with the same SQL:
   (``CONN_MAX_AGE=None``, one per worker thread of the executor: the MCP path never runs Django's async handler, so
   Django's advice of ``0`` for async views does not apply, and persistent connections are the production norm).
 
-Reported next to them, not as the verdict (when granian is installed, as the ``dev`` extra does): the same two
-applications under granian, a WSGI/ASGI server written in Rust (``ours-granian-wsgi``: one worker, 4 blocking
-threads; ``ours-granian-asgi``: one worker).
+Each round also records the CPU that PostgreSQL's processes used per request (the database shares the machine's
+two cores with the servers and the load generator).
+
+When granian is installed (the ``dev`` extra installs it), the same two applications also run under granian, a
+WSGI/ASGI server written in Rust: ``ours-granian-wsgi`` (one worker, 4 blocking threads) is a second WSGI verdict,
+next to gunicorn's; ``ours-granian-asgi`` (one worker) is reported only, the ASGI verdict being the demo's uvicorn.
 
 Ours receives a 2026-07-28 ``resources/list`` with a sealed cursor and a django-oauth-toolkit bearer token (its
 listing requires an authenticated caller); the SDK receives the same request with its own plain cursor. Load is
@@ -89,6 +92,24 @@ def cpu_seconds(pid: int) -> float:
         current = frontier.pop()
         total += times.get(current, 0.0)
         frontier.extend(child for child, parent in parents.items() if parent == current)
+    return total
+
+
+def database_cpu_seconds() -> float:
+    """User + system CPU of every PostgreSQL process on the machine (0 when none runs here)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if stat[stat.index("(") + 1 : stat.rindex(")")] not in ("postgres", "postmaster"):
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        total += (int(fields[11]) + int(fields[12])) / ticks
     return total
 
 
@@ -342,6 +363,7 @@ def main() -> None:
                 body_file = RESULTS_DIR / f"body-{name}.json"
                 body_file.write_bytes(bodies[name])
                 cpu0 = cpu_seconds(servers.procs[name].pid)
+                db0 = database_cpu_seconds()
                 completed = subprocess.run(
                     [
                         PYTHON,
@@ -367,11 +389,17 @@ def main() -> None:
                     check=False,
                 )
                 cpu = cpu_seconds(servers.procs[name].pid) - cpu0
+                db_cpu = database_cpu_seconds() - db0
                 if completed.returncode != 0:
                     raise SystemExit(f"the client failed against {name}: {completed.stderr[-2000:]}")
                 run = json.loads(completed.stdout)
                 run["server_cpu_ms_per_request"] = (
                     cpu * 1e3 / max(1, run["requests"]) * (args.duration / (args.duration + args.warmup))
+                    if run["requests"]
+                    else None
+                )
+                run["database_cpu_ms_per_request"] = (
+                    db_cpu * 1e3 / max(1, run["requests"]) * (args.duration / (args.duration + args.warmup))
                     if run["requests"]
                     else None
                 )
@@ -396,6 +424,7 @@ def main() -> None:
             "p50_ms": median([run["p50_ms"] for run in runs]),
             "p99_ms": median([run["p99_ms"] for run in runs]),
             "server_cpu_ms_per_request": median([run["server_cpu_ms_per_request"] for run in runs]),
+            "database_cpu_ms_per_request": median([run["database_cpu_ms_per_request"] for run in runs]),
             "errors": sum(run["errors"] for run in runs),
             "rounds_rps": [run["rps"] for run in runs],
         }
@@ -404,9 +433,12 @@ def main() -> None:
         s = summary[name]
         print(
             f"  {name:>12}: median {s['rps']:.0f} req/s, p50 {s['p50_ms']:.2f} ms, p99 {s['p99_ms']:.2f} ms, "
-            f"server CPU {s['server_cpu_ms_per_request']:.2f} ms/request"
+            f"server CPU {s['server_cpu_ms_per_request']:.2f} ms/request, "
+            f"PostgreSQL CPU {s['database_cpu_ms_per_request']:.2f} ms/request"
         )
-    for name, target in TARGETS.items():
+    for name, target in {**TARGETS, "ours-granian-wsgi": TARGETS["ours-wsgi"]}.items():
+        if name not in ratios:
+            continue
         print(
             f"{name} / SDK throughput: {ratios[name]:.2f}x (target >= {target:g}x: {verdict(ratios[name] >= target)})"
         )

@@ -296,9 +296,11 @@ def markdown_results(latest: dict[str, Any]) -> str:
     if http:
         for name, s in http["servers"].items():
             ratio = f" ({http['ratios'][name]:.2f}x the SDK)" if name in http["ratios"] else ""
+            database = s.get("database_cpu_ms_per_request")
+            database_cpu = f", PostgreSQL CPU {database:.2f} ms/request" if database is not None else ""
             other.append(
                 f"- Item 5, {name}: {s['rps']:.0f} req/s{ratio}, p50 {s['p50_ms']:.1f} ms, p99 {s['p99_ms']:.1f} ms, "
-                f"server CPU {s['server_cpu_ms_per_request']:.2f} ms/request, {s['errors']} errors."
+                f"server CPU {s['server_cpu_ms_per_request']:.2f} ms/request{database_cpu}, {s['errors']} errors."
             )
         if http.get("token_cache_ttl_of_variants"):
             other.append(
