@@ -45,7 +45,7 @@ def owner_relation(model: type[models.Model], path: str) -> models.ForeignKey[An
         if not isinstance(field, models.ForeignKey):  # OneToOneField is a ForeignKey
             return None
         current = field.related_model
-    if field is None or current._meta.label != settings.AUTH_USER_MODEL:
+    if field is None or current._meta.label_lower != settings.AUTH_USER_MODEL.lower():
         return None
     return field
 
