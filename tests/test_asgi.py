@@ -111,4 +111,4 @@ async def test_other_paths_go_to_django(app: MCPApplication) -> None:
 async def test_get_on_mcp_path_is_405(app: MCPApplication) -> None:
     status, headers, _ = await _call(app, _scope("/mcp", method="GET"), [b""])
     assert status == 405
-    assert headers["allow"] == "POST"
+    assert headers["allow"] == "POST, DELETE"

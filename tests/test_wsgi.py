@@ -102,7 +102,7 @@ def test_the_views_own_checks_still_apply(server: WSGIServer) -> None:
     assert status == 400
     status, headers, _ = request(server, "GET", "/mcp")
     assert status == 405
-    assert headers["allow"] == "POST"
+    assert headers["allow"] == "POST, DELETE"
 
 
 def test_the_demo_wsgi_application_uses_the_front() -> None:

@@ -98,7 +98,8 @@ class MCPView(View):
 
     def http_method_not_allowed(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         response = HttpResponse(status=405)
-        response["Allow"] = "POST"
+        # DELETE ends a legacy session (with its Mcp-Session-Id); GET streams are served by MCPApplication only.
+        response["Allow"] = "POST, DELETE"
         return response
 
     # Authentication --------------------------------------------------------------------------------------
