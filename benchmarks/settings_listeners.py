@@ -8,7 +8,8 @@ Two changes to it:
   5-second blocking receive (``BZPOPMIN`` with ``brpop_timeout = 5``). redis-py 8 defaults ``socket_timeout`` to
   5 seconds, so an idle receive can time out on the client side first: channels-redis then raises
   ``redis.exceptions.TimeoutError`` into whichever stream was receiving, and that stream ends. The demo's settings
-  do the same; it is repeated here so that the benchmark does not depend on them.
+  do the same; it is repeated here so that the benchmark does not depend on them. So is ``max_connections``
+  (``mcp_resources.W005``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ if os.environ.get("MCP_REDIS_URL"):
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [{"address": os.environ["MCP_REDIS_URL"], "socket_timeout": 30}], "capacity": 100},
+            "CONFIG": {
+                # max_connections as in the demo: redis-py's default pool of 100 caps a burst of streams (W005).
+                "hosts": [{"address": os.environ["MCP_REDIS_URL"], "socket_timeout": 30, "max_connections": 1000}],
+                "capacity": 100,
+            },
         }
     }
