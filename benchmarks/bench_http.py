@@ -72,11 +72,10 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of ``pid`` and all its descendants, from /proc."""
+def _processes() -> list[tuple[int, str, int, float]]:
+    """``(pid, name, parent pid, user + system CPU seconds)`` of every process, from /proc."""
     ticks = os.sysconf("SC_CLK_TCK")
-    parents: dict[int, int] = {}
-    times: dict[int, float] = {}
+    found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -85,32 +84,26 @@ def cpu_seconds(pid: int) -> float:
         except OSError:
             continue
         fields = stat[stat.rindex(")") + 2 :].split()
-        parents[int(entry.name)] = int(fields[1])
-        times[int(entry.name)] = (int(fields[11]) + int(fields[12])) / ticks
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        found.append((int(entry.name), name, int(fields[1]), (int(fields[11]) + int(fields[12])) / ticks))
+    return found
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of ``pid`` and all its descendants."""
+    processes = _processes()
+    times = {process: cpu for process, _, _, cpu in processes}
     total, frontier = 0.0, [pid]
     while frontier:
         current = frontier.pop()
         total += times.get(current, 0.0)
-        frontier.extend(child for child, parent in parents.items() if parent == current)
+        frontier.extend(child for child, _, parent, _ in processes if parent == current)
     return total
 
 
 def database_cpu_seconds() -> float:
     """User + system CPU of every PostgreSQL process on the machine (0 when none runs here)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        if stat[stat.index("(") + 1 : stat.rindex(")")] not in ("postgres", "postmaster"):
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        total += (int(fields[11]) + int(fields[12])) / ticks
-    return total
+    return sum(cpu for _, name, _, cpu in _processes() if name in ("postgres", "postmaster"))
 
 
 class Servers:

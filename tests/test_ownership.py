@@ -6,6 +6,7 @@ an overridden ``get_queryset`` that the ORM compiles on every page: both must li
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import timedelta
 from typing import Any
@@ -288,3 +289,44 @@ def test_the_size_bound_counts_every_key():
 def test_the_size_bound_gives_up_on_what_it_cannot_bound():
     assert _size_bound([{"uri": "a://1", "name": "x"}, {}]) is None
     assert _size_bound([{"uri": "a://1", "name": "x", "mimeType": None}]) is None
+
+
+# Which results take the plain (orjson) encoder -----------------------------------------------------------------
+
+
+def test_template_annotations_keep_the_strict_encoder(settings):
+    """A template's annotations may hold floats: a NaN priority is refused, never sent as ``null``."""
+    from django.test import RequestFactory as Factory
+
+    from mcp_resources.resources import ResourceTemplate
+    from mcp_resources.transport import MCPView
+
+    class Odd(ResourceTemplate):
+        name = "odd"
+        uri_template = "odd://{id}"
+        access = "public"
+        annotations = {"priority": float("nan")}
+
+    settings.ALLOWED_HOSTS = ["testserver"]
+    view = MCPView.as_view(server=server_for(Odd))
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "resources/templates/list",
+        "params": {
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }
+        },
+    }
+    request = Factory().post(
+        "/mcp",
+        data=jsonrpc.dumps(body),
+        content_type="application/json",
+        HTTP_MCP_PROTOCOL_VERSION="2026-07-28",
+        HTTP_MCP_METHOD="resources/templates/list",
+    )
+    answer = json.loads(view(request).content)
+    assert "result" not in answer
+    assert answer["error"]["code"] == -32603

@@ -33,7 +33,8 @@ SESSION_HEADER = "Mcp-Session-Id"
 
 
 # Results the server builds of strings, integers, booleans and None only: encoded with jsonrpc.dumps_plain.
-PLAIN_RESULTS = frozenset({"resources/list", "resources/templates/list"})
+# (Not resources/templates/list: a template's annotations may hold floats, such as a priority.)
+PLAIN_RESULTS = frozenset({"resources/list"})
 
 
 def json_response(
