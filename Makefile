@@ -52,8 +52,13 @@ typecheck: install
 pytest: install
 	$(VENV)/bin/pytest
 
+# The query paths run again with server-side parameter binding and prepared statements (MCP_TEST_PG_BINDING).
+PG_QUERY_TESTS := tests/test_inventory.py tests/test_list_paths.py tests/test_ownership.py tests/test_precompiled.py \
+	tests/test_auth.py tests/test_traversal_concurrency.py
+
 pytest-postgres: install
 	MCP_TEST_DB=postgres $(VENV)/bin/pytest
+	MCP_TEST_DB=postgres MCP_TEST_PG_BINDING=server $(VENV)/bin/pytest $(PG_QUERY_TESTS)
 
 test: lint typecheck pytest pytest-postgres
 

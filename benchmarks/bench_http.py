@@ -27,6 +27,9 @@ the same for every server; rounds are interleaved with the order rotated, and th
 compared. Targets: ours >= 1.0x the SDK under WSGI and >= 0.8x under ASGI, with the default settings (every bearer
 token validated against the database, ``TOKEN_CACHE_TTL = 0``). The same two servers run again with
 ``TOKEN_CACHE_TTL = 30`` (``ours-wsgi+tc``, ``ours-asgi+tc``) and are reported next to them, not as the verdict.
+On PostgreSQL they also run with server-side parameter binding and psycopg's default ``prepare_threshold``
+(``ours-wsgi+ps``, ``ours-asgi+ps``): every repeated statement prepared, as the SDK's psycopg connection prepares
+its query; reported, not the verdict (Django's default prepares nothing).
 """
 
 from __future__ import annotations
@@ -214,8 +217,14 @@ def main() -> None:
         ports.update({"ours-granian-wsgi": free_port(), "ours-granian-asgi": free_port()})
     # The same two servers with the token cache on (reported next to the default, which validates every token).
     cache_variants = not os.environ.get("MCP_BENCH_TOKEN_CACHE_TTL")
+    variants: dict[str, dict[str, str]] = {}
     if cache_variants:
-        ports.update({f"{name}+tc": free_port() for name in ("ours-wsgi", "ours-asgi")})
+        variants["+tc"] = {"MCP_BENCH_TOKEN_CACHE_TTL": str(CACHE_TTL)}
+    if vendor == "postgresql" and os.environ.get("MCP_BENCH_PG_BINDING") != "server":
+        # And with server-side binding, psycopg preparing repeated statements (as the SDK's connection does).
+        variants["+ps"] = {"MCP_BENCH_PG_BINDING": "server"}
+    for suffix in variants:
+        ports.update({f"{name}{suffix}": free_port() for name in ("ours-wsgi", "ours-asgi")})
     # Bound to the configured canonical resource URI and, should none be configured, to each server's own URL.
     canonical = [uri for uri in [(django_settings.MCP_RESOURCES or {}).get("RESOURCE_URI")] if uri]
     user["token"] = mint_token(
@@ -316,8 +325,8 @@ def main() -> None:
             argv[name] += ["--blocking-threads", "4"]  # as gunicorn's 4 threads
     for name in [n for n in ports if n.startswith("ours-granian")]:
         bodies[name], headers[name] = bodies["ours-wsgi"], headers["ours-wsgi"]
-    for name in [n for n in ports if n.endswith("+tc")]:
-        base = name.removesuffix("+tc")
+    variant_of = {f"{base}{suffix}": (base, suffix) for suffix in variants for base in ("ours-wsgi", "ours-asgi")}
+    for name, (base, _) in variant_of.items():
         bodies[name], headers[name] = bodies[base], headers[base]
         argv[name] = [str(ports[name]) if a == str(ports[base]) else a for a in argv[base]]
         argv[name] = [f"127.0.0.1:{ports[name]}" if a == f"127.0.0.1:{ports[base]}" else a for a in argv[name]]
@@ -328,8 +337,8 @@ def main() -> None:
     }
     for name in [n for n in ports if n.startswith("ours-granian")]:
         envs[name] = envs["ours-wsgi"]
-    for name in [n for n in ports if n.endswith("+tc")]:
-        envs[name] = {**envs[name.removesuffix("+tc")], "MCP_BENCH_TOKEN_CACHE_TTL": str(CACHE_TTL)}
+    for name, (base, suffix) in variant_of.items():
+        envs[name] = {**envs[base], **variants[suffix]}
     names = list(ports)
     servers = Servers()
     samples: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
@@ -448,6 +457,7 @@ def main() -> None:
             "ratios": ratios,
             "targets": TARGETS,
             "token_cache_ttl_of_variants": CACHE_TTL if cache_variants else None,
+            "prepared_variants": "+ps" in variants,
             "sql": sql,
         },
     )

@@ -9,7 +9,10 @@ Driven by environment variables that ``benchmarks/run.py`` sets for every script
   servers it starts (the same setting several workers need in production);
 - ``MCP_BENCH_TOKEN_CACHE_TTL``: ``MCP_RESOURCES["TOKEN_CACHE_TTL"]`` when set (default: the demo's, off);
 - ``MCP_BENCH_CONN_MAX_AGE``: ``none`` (persistent connections, the production norm, used by every item) or
-  seconds.
+  seconds;
+- ``MCP_BENCH_PG_BINDING``: ``server`` for server-side parameter binding with psycopg's default
+  ``prepare_threshold`` (5), so that repeated statements are prepared, as the SDK peer's psycopg connection does;
+  anything else keeps Django's default (client-side binding, nothing prepared).
 """
 
 from __future__ import annotations
@@ -37,6 +40,11 @@ if os.environ.get("MCP_BENCH_DB", "postgres") == "postgres":
             "HOST": "127.0.0.1",
             "PORT": "5432",
             "CONN_MAX_AGE": _conn_max_age,
+            "OPTIONS": (
+                {"server_side_binding": True, "prepare_threshold": 5}
+                if os.environ.get("MCP_BENCH_PG_BINDING") == "server"
+                else {}
+            ),
         }
     }
 else:

@@ -129,21 +129,31 @@ def keyset_page(
 def statement_timeout(using: str, milliseconds: int) -> Iterator[None]:
     """Bound every query inside the block on PostgreSQL to ``milliseconds``; nothing outlives the block.
 
-    In autocommit mode with client-side parameter binding (Django's default for psycopg 3, and psycopg 2) each
-    query is sent as ``SET LOCAL statement_timeout = N; <query>`` in one simple-protocol message: PostgreSQL runs
-    the message as one implicit transaction, so the timeout applies to the query and ends with it, at no extra
-    round trip. Otherwise (an enclosing transaction, or server-side binding) the block runs in a savepoint or
-    transaction with ``SET LOCAL``, and inside an enclosing transaction the previous value is restored.
+    In autocommit mode each query carries its own timeout, at no extra round trip:
+
+    - with client-side parameter binding (Django's default for psycopg 3, and psycopg 2) the query is sent as
+      ``SET LOCAL statement_timeout = N; <query>`` in one simple-protocol message;
+    - with server-side binding (``OPTIONS["server_side_binding"]``, which lets psycopg prepare statements) the
+      query follows ``set_config('statement_timeout', N, true)`` in one pipeline sync.
+
+    Either way PostgreSQL runs both as one implicit transaction, so the timeout applies to the query and ends with
+    it. Inside an enclosing transaction the block runs in a savepoint with ``SET LOCAL`` and the previous value is
+    restored afterwards.
     """
     connection = connections[using]
     if connection.vendor != "postgresql" or milliseconds <= 0:
         yield
         return
     connection.ensure_connection()
-    if not connection.in_atomic_block and connection.get_autocommit() and _client_side_binding(connection):
-        with connection.execute_wrapper(_TimeoutPrefix(int(milliseconds))):
-            yield
-        return
+    if not connection.in_atomic_block and connection.get_autocommit():
+        if _client_side_binding(connection):
+            with connection.execute_wrapper(_TimeoutPrefix(int(milliseconds))):
+                yield
+            return
+        if pipeline_supported():
+            with connection.execute_wrapper(_TimeoutPipeline(int(milliseconds))):
+                yield
+            return
     # Inside an enclosing transaction (ATOMIC_REQUESTS, tests) SET LOCAL would outlive this block, since releasing
     # a savepoint keeps it: restore the previous value. A rolled-back savepoint undoes the SET by itself.
     nested = connection.in_atomic_block
@@ -153,11 +163,11 @@ def statement_timeout(using: str, milliseconds: int) -> Iterator[None]:
             if nested:
                 cursor.execute("SELECT current_setting('statement_timeout')")
                 previous = cursor.fetchone()[0]
-            cursor.execute("SET LOCAL statement_timeout = %s", [int(milliseconds)])
+            cursor.execute(_SET_TIMEOUT, [str(int(milliseconds))])  # SET takes no parameter with server binding
         yield
         if previous is not None:
             with connection.cursor() as cursor:
-                cursor.execute("SELECT set_config('statement_timeout', %s, true)", [previous])
+                cursor.execute(_SET_TIMEOUT, [previous])
 
 
 def _client_side_binding(connection: Any) -> bool:
@@ -167,6 +177,51 @@ def _client_side_binding(connection: Any) -> bool:
     if not is_psycopg3:
         return True  # psycopg 2 always interpolates on the client
     return not connection.settings_dict.get("OPTIONS", {}).get("server_side_binding")
+
+
+def pipeline_supported() -> bool:
+    """Whether the driver is psycopg 3 with a libpq that has pipeline mode (PostgreSQL 14's libpq and later)."""
+    from django.db.backends.postgresql.psycopg_any import is_psycopg3
+
+    if not is_psycopg3:
+        return False
+    import psycopg
+
+    return bool(psycopg.Pipeline.is_supported())
+
+
+def in_pipeline(raw: Any) -> bool:
+    """Whether the psycopg connection ``raw`` is in pipeline mode (its commands wait for the next sync)."""
+    from psycopg import pq
+
+    return bool(raw.pgconn.pipeline_status != pq.PipelineStatus.OFF)
+
+
+class _TimeoutPipeline:
+    """An execute wrapper queueing ``set_config('statement_timeout', N, true)`` before each query, in one pipeline.
+
+    Statements between two pipeline syncs run as one implicit transaction in autocommit mode, so the timeout is
+    local to the query. Inside a pipeline opened by the caller (:func:`mcp_resources.precompiled.rows_together`)
+    both are queued there, and the caller's sync sends them.
+    """
+
+    def __init__(self, milliseconds: int) -> None:
+        self.value = str(int(milliseconds))
+
+    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: dict[str, Any]) -> Any:
+        if many:
+            return execute(sql, params, many, context)
+        connection = context["connection"]
+        raw = connection.connection
+        if in_pipeline(raw):
+            raw.execute(_SET_TIMEOUT, [self.value])
+            return execute(sql, params, many, context)
+        with connection.wrap_database_errors, raw.pipeline():
+            raw.execute(_SET_TIMEOUT, [self.value])
+            return execute(sql, params, many, context)
+
+
+_SET_TIMEOUT = "SELECT set_config('statement_timeout', %s, true)"
 
 
 class _TimeoutPrefix:

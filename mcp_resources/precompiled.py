@@ -205,26 +205,31 @@ class Statement:
 
 
 def together_supported(connection: Any) -> bool:
-    """Whether several statements can be sent in one message on ``connection``, each result read in turn:
-    PostgreSQL with psycopg 3 and client-side binding (Django's default), where a query string may hold several
-    statements (psycopg 2 returns only the last result)."""
+    """Whether several statements can be sent in one round trip on ``connection``, each result read in turn:
+    PostgreSQL with psycopg 3, in one message with client-side binding (Django's default; psycopg 2 returns only
+    the last result), or in one pipeline sync with server-side binding."""
     if connection.vendor != "postgresql":
         return False
     from django.db.backends.postgresql.psycopg_any import is_psycopg3
 
-    from mcp_resources.pagination import _client_side_binding
+    from mcp_resources.pagination import _client_side_binding, pipeline_supported
 
-    return bool(is_psycopg3) and _client_side_binding(connection)
+    return bool(is_psycopg3) and (_client_side_binding(connection) or pipeline_supported())
 
 
 def rows_together(statements: Sequence[Statement]) -> list[list[tuple[Any, ...]]]:
-    """The rows of each statement, all sent in one message (one round trip) where :func:`together_supported`,
-    else one after the other. The statements must share one connection."""
+    """The rows of each statement, all sent in one round trip where :func:`together_supported`, else one after
+    the other. The statements must share one connection."""
+    from mcp_resources.pagination import _client_side_binding
+
     connection = statements[0].connection
     if any(statement.connection is not connection for statement in statements):
         raise ValueError("statements of different connections cannot run together")
+    together = len(statements) > 1 and together_supported(connection)
+    if together and not _client_side_binding(connection):
+        return _rows_pipelined(connection, statements)
     with connection.cursor() as cursor:
-        if len(statements) == 1 or not together_supported(connection):
+        if not together:
             results = []
             for statement in statements:
                 cursor.execute(statement.sql, statement.params)
@@ -237,6 +242,21 @@ def rows_together(statements: Sequence[Statement]) -> list[list[tuple[Any, ...]]
                 raise RuntimeError("a statement sent together returned no result")
             results.append(statement.finish(cursor.fetchall()))
         return results
+
+
+def _rows_pipelined(connection: Any, statements: Sequence[Statement]) -> list[list[tuple[Any, ...]]]:
+    """:func:`rows_together` with server-side binding: one cursor a statement, all queued in one pipeline sync
+    (in autocommit mode, one implicit transaction), and each cursor read after the sync."""
+    connection.ensure_connection()
+    cursors = [connection.cursor() for _ in statements]
+    try:
+        with connection.wrap_database_errors, connection.connection.pipeline():
+            for cursor, statement in zip(cursors, statements, strict=True):
+                cursor.execute(statement.sql, statement.params)
+        return [statement.finish(cursor.fetchall()) for cursor, statement in zip(cursors, statements, strict=True)]
+    finally:
+        for cursor in cursors:
+            cursor.close()
 
 
 _instances: weakref.WeakSet[PrecompiledQuery] = weakref.WeakSet()

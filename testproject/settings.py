@@ -64,6 +64,13 @@ if os.environ.get("MCP_TEST_DB") == "postgres":
             "USER": os.environ.get("PGUSER", "postgres"),
             "HOST": os.environ.get("PGHOST", "127.0.0.1"),
             "PORT": os.environ.get("PGPORT", "5432"),
+            # ``MCP_TEST_PG_BINDING=server``: server-side parameter binding, statements prepared from their fifth run
+            # (psycopg's default; Django turns preparing off unless told).
+            "OPTIONS": (
+                {"server_side_binding": True, "prepare_threshold": 5}
+                if os.environ.get("MCP_TEST_PG_BINDING") == "server"
+                else {}
+            ),
         }
     }
 else:

@@ -6,6 +6,8 @@ import os
 
 import pytest
 
+from tests.wire_support import binding  # noqa: F401 (a fixture for every test module)
+
 
 def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("MCP_TEST_DB") != "postgres":

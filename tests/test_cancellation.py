@@ -291,7 +291,7 @@ def sleeping_backends(watcher: Any) -> list[int]:
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="cancelling a running statement is a PostgreSQL feature")
 def test_disconnect_cancels_a_running_postgresql_query(
-    alice: Any, token: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    alice: Any, token: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, binding: str
 ) -> None:
     import psycopg
 

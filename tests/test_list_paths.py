@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.test.utils import CaptureQueriesContext
@@ -36,6 +36,7 @@ from tests.listing_support import (
     uris,
     walk,
 )
+from tests.wire_support import wire_trace
 
 pytestmark = pytest.mark.django_db
 
@@ -170,7 +171,7 @@ class SlowFast(FastDocuments):
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="statement timeouts are a PostgreSQL feature")
 @pytest.mark.django_db(transaction=True)
-def test_autocommit_statement_timeout_cancels_and_does_not_linger(settings):
+def test_autocommit_statement_timeout_cancels_and_does_not_linger(settings, binding):
     alice = get_user_model().objects.create_user("alice")
     make(alice, 3)
     assert connection.get_autocommit()
@@ -182,15 +183,42 @@ def test_autocommit_statement_timeout_cancels_and_does_not_linger(settings):
     with connection.cursor() as cursor:
         cursor.execute("SHOW statement_timeout")
         assert cursor.fetchone()[0] == "0"
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="statement timeouts are a PostgreSQL feature")
+@pytest.mark.django_db(transaction=True)
+def test_inside_a_transaction_the_timeout_cancels_and_the_previous_one_is_restored(settings, binding):
+    alice = get_user_model().objects.create_user("alice")
+    make(alice, 3)
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL statement_timeout = 7000")
+        assert len(list_page(server_for(FastDocuments), context(alice))["resources"]) == 3
+        configure(settings, LIST_DEADLINE_SECONDS=0.2)
+        started = time.monotonic()
+        assert_generic_internal_error(lambda: list_page(server_for(SlowFast), context(alice)))
+        assert time.monotonic() - started < 0.9
+        # The listing's savepoint rolled back: the transaction goes on, with its own timeout.
+        assert Document.objects.filter(owner=alice).count() == 3
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW statement_timeout")
+            assert cursor.fetchone()[0] == "7s"
     configure(settings, LIST_DEADLINE_SECONDS=10)
-    with CaptureQueriesContext(connection) as queries:
+    for _ in range(2):  # under server-side binding psycopg prepares each statement at its second run
+        list_page(server_for(FastDocuments), context(alice))
+    with wire_trace() as wire:
         page = list_page(server_for(FastDocuments), context(alice))
     assert len(page["resources"]) == 3
-    # One round trip for the page, the timeout in the same message: no BEGIN/SET/COMMIT around it.
-    sent = [q["sql"] for q in queries.captured_queries if "staticresource" not in q["sql"]]
-    assert len(sent) == 1
-    assert sent[0].startswith("SET LOCAL statement_timeout = ")
-    assert "; SELECT " in sent[0]
+    # Two round trips, the static resources and the page with its timeout: no BEGIN/SET/COMMIT around it.
+    assert wire.round_trips == 2
+    assert not [line for line in wire.lines if "BEGIN" in line or "COMMIT" in line]
+    if binding == "client":
+        (page_query,) = [q for q in wire.sent("Query") if "library_document" in q]
+        assert '"SET LOCAL statement_timeout = ' in page_query
+    else:
+        assert not wire.sent("Query")
+        assert not wire.sent("Parse")  # prepared: Bind, Execute and Sync only
+        assert len(wire.sent("Sync")) == 2
     with connection.cursor() as cursor:
         cursor.execute("SHOW statement_timeout")
         assert cursor.fetchone()[0] == "0"

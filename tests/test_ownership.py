@@ -41,6 +41,7 @@ from tests.listing_support import (
     server_for,
     walk,
 )
+from tests.wire_support import wire_trace
 
 pytestmark = pytest.mark.django_db
 
@@ -194,7 +195,7 @@ class SlowOwnedDocuments(OwnedDocuments):
 
 @pg_only
 @pytest.mark.django_db(transaction=True)
-def test_a_first_page_reads_static_resources_and_the_first_source_in_one_round_trip(settings, users):
+def test_a_first_page_reads_static_resources_and_the_first_source_in_one_round_trip(settings, users, binding):
     configure(settings, PAGE_SIZE=7)
     alice, bob = users
     make(alice, 12, deleted=2)
@@ -202,13 +203,20 @@ def test_a_first_page_reads_static_resources_and_the_first_source_in_one_round_t
     for uri in ("res://b", "res://a", "res://c"):
         StaticResource.objects.create(uri=uri, name=uri, text="t")
     ctx = context(alice)
-    with CaptureQueriesContext(connection) as queries:
+    connection.ensure_connection()
+    with wire_trace() as wire:
         first = list_page(server_for(OwnedDocuments), ctx)
-    sent = [q["sql"] for q in queries.captured_queries if "library_document" in q["sql"] or "staticres" in q["sql"]]
-    assert len(sent) == 1
-    assert sent[0].startswith("SET LOCAL statement_timeout = ")
-    assert "mcp_resources_staticresource" in sent[0]
-    assert "library_document" in sent[0]
+    assert wire.round_trips == 1
+    if binding == "client":
+        (sent,) = wire.sent("Query")
+        assert sent.split("\t")[-1].startswith(' "SET LOCAL statement_timeout = ')
+    else:
+        # One pipeline sync: the timeout, then each statement, in one implicit transaction.
+        sent = "\n".join(wire.sent("Parse"))
+        assert sent.index("set_config('statement_timeout'") < sent.index("library_document")
+        assert len(wire.sent("Sync")) == 1
+    assert "mcp_resources_staticresource" in sent
+    assert "library_document" in sent
     assert [r["uri"] for r in first["resources"]] == ["res://a", "res://b", "res://c", *expected_documents(alice)[:4]]
     # Every page, static resources first, as the ORM lists them in two round trips.
     assert listed(server_for(OwnedDocuments), ctx) == listed(server_for(ComputedDocuments), ctx)
@@ -219,7 +227,7 @@ def test_a_first_page_reads_static_resources_and_the_first_source_in_one_round_t
 
 @pg_only
 @pytest.mark.django_db(transaction=True)
-def test_the_shared_round_trip_runs_under_the_statement_timeout(settings, users):
+def test_the_shared_round_trip_runs_under_the_statement_timeout(settings, users, binding):
     alice, _ = users
     make(alice, 3)
     configure(settings, LIST_DEADLINE_SECONDS=0.2)
