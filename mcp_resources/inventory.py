@@ -340,15 +340,15 @@ def _batch_size(resources: list[dict[str, Any]]) -> int:
 
 def _size_bound(resources: list[dict[str, Any]]) -> int | None:
     """An upper bound of :func:`_batch_size` without encoding, or ``None`` (a skip marker, a value that is not a
-    string). Each character of a key or a value encodes to at most 12 bytes (an astral character as two ``\\u``
-    escapes, in the ASCII fallback for lone surrogates), a pair adds ``"":"",`` and an entry ``{}`` and its comma."""
+    string). Each character of a key or a value encodes to at most 6 bytes (a ``\\u`` escape: a control character
+    or a lone surrogate), a pair adds ``"":"",`` and an entry ``{}`` and its comma."""
     if not all(resources):
         return None
     try:
         characters = len("".join(chain.from_iterable(chain.from_iterable(map(dict.items, resources)))))
     except TypeError:
         return None
-    return 12 * characters + 6 * sum(map(len, resources)) + 3 * len(resources)
+    return 6 * characters + 6 * sum(map(len, resources)) + 3 * len(resources)
 
 
 def _encoded(position: list[Any]) -> list[Any]:

@@ -8,6 +8,7 @@ duplicate keys are refused, batches are refused and ``id`` must be a string or a
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -167,9 +168,17 @@ def dumps(payload: Any) -> bytes:
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
-        # A lone surrogate (legal in JSON input as a \u escape, e.g. in an echoed id) has no UTF-8 form:
-        # fall back to \u escapes rather than failing to answer.
-        return json.dumps(payload, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode("ascii")
+        # A lone surrogate (legal in JSON input as a \u escape, e.g. in an echoed id) has no UTF-8 form: escape
+        # it, and only it (it can only stand inside a string), so that every other character keeps its UTF-8
+        # size, the size a page's byte accounting measured.
+        return _LONE_SURROGATE.sub(_escape_surrogate, text).encode("utf-8")
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape_surrogate(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
 
 
 def dumps_plain(payload: Any) -> bytes:

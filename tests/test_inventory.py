@@ -264,6 +264,20 @@ def test_entry_that_does_not_fit_after_others_starts_the_next_page(settings, ali
     assert all(response_bytes(p) <= 1500 for p in pages)
 
 
+def test_byte_bound_holds_when_a_name_holds_a_lone_surrogate(settings, alice):
+    """Only the lone surrogate is escaped: the other names keep the UTF-8 sizes the bound measured."""
+
+    class Odd(GenericSource):
+        items = [thing("a", name="\ud800"), *[thing(f"b{i}", name="漢" * 150) for i in range(6)]]
+
+    configure(settings, RESULT_MAX_BYTES=1800)
+    pages = walk(server_for(Odd), context(alice))
+    assert pages[0]["resources"][0]["name"] == "\ud800"
+    assert len(pages) > 2
+    assert all(response_bytes(p) <= 1800 for p in pages), [response_bytes(p) for p in pages]
+    assert all(len(jsonrpc.dumps_plain(p)) == len(jsonrpc.dumps(p)) for p in pages)
+
+
 # Compound keysets ---------------------------------------------------------------------------------------------
 
 

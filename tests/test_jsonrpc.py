@@ -311,6 +311,10 @@ def test_dumps_answers_a_lone_surrogate_id_echoed_from_the_request():
     assert json.loads(encoded)["id"] == "\ud800"
 
 
+def test_dumps_escapes_only_the_lone_surrogates():
+    assert dumps({"a": "\ud800é漢", "b": ["\udfff", "😀"]}) == '{"a":"\\ud800é漢","b":["\\udfff","😀"]}'.encode()
+
+
 def test_dumps_round_trips_through_parse():
     payload = {"jsonrpc": "2.0", "id": "é", "method": "resources/read", "params": {"uri": "a://ü"}}
     message = parse_message(dumps(payload))
