@@ -27,9 +27,8 @@ the same for every server; rounds are interleaved with the order rotated, and th
 compared. Targets: ours >= 1.0x the SDK under WSGI and >= 0.8x under ASGI, with the default settings (every bearer
 token validated against the database, ``TOKEN_CACHE_TTL = 0``). The same two servers run again with
 ``TOKEN_CACHE_TTL = 30`` (``ours-wsgi+tc``, ``ours-asgi+tc``) and are reported next to them, not as the verdict.
-On PostgreSQL they also run with server-side parameter binding and psycopg's default ``prepare_threshold``
-(``ours-wsgi+ps``, ``ours-asgi+ps``): every repeated statement prepared, as the SDK's psycopg connection prepares
-its query; reported, not the verdict (Django's default prepares nothing).
+On PostgreSQL they also run with ``PREPARED_STATEMENTS = False`` (``ours-wsgi+up``, ``ours-asgi+up``): the token
+lookup and the page query unprepared, as before that setting existed; reported, not the verdict.
 """
 
 from __future__ import annotations
@@ -220,9 +219,9 @@ def main() -> None:
     variants: dict[str, dict[str, str]] = {}
     if cache_variants:
         variants["+tc"] = {"MCP_BENCH_TOKEN_CACHE_TTL": str(CACHE_TTL)}
-    if vendor == "postgresql" and os.environ.get("MCP_BENCH_PG_BINDING") != "server":
-        # And with server-side binding, psycopg preparing repeated statements (as the SDK's connection does).
-        variants["+ps"] = {"MCP_BENCH_PG_BINDING": "server"}
+    if vendor == "postgresql" and os.environ.get("MCP_BENCH_PREPARED") != "0":
+        # And with the app's fixed queries unprepared (PREPARED_STATEMENTS off), to show what preparing them gives.
+        variants["+up"] = {"MCP_BENCH_PREPARED": "0"}
     for suffix in variants:
         ports.update({f"{name}{suffix}": free_port() for name in ("ours-wsgi", "ours-asgi")})
     # Bound to the configured canonical resource URI and, should none be configured, to each server's own URL.
@@ -457,7 +456,7 @@ def main() -> None:
             "ratios": ratios,
             "targets": TARGETS,
             "token_cache_ttl_of_variants": CACHE_TTL if cache_variants else None,
-            "prepared_variants": "+ps" in variants,
+            "unprepared_variants": "+up" in variants,
             "sql": sql,
         },
     )

@@ -105,8 +105,11 @@ def reference_pages(fixture: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def capture_page_sql(server: Any, ctx: Any, params: dict[str, Any]) -> tuple[str, list[Any]]:
-    """The documents SELECT the core sends for one page, as passed to the driver: SQL with ``%s`` and params."""
+    """The documents SELECT the core sends for one page, as passed to the driver: SQL with ``%s`` and params
+    (with prepared statements off for the call, so that the SELECT itself is sent)."""
+    from django.conf import settings
     from django.db import connection
+    from django.test.utils import override_settings
 
     seen: list[tuple[str, list[Any]]] = []
 
@@ -115,7 +118,8 @@ def capture_page_sql(server: Any, ctx: Any, params: dict[str, Any]) -> tuple[str
             seen.append((sql, list(sql_params or ())))
         return execute(sql, sql_params, many, context)
 
-    with connection.execute_wrapper(wrapper):
+    unprepared = {**(getattr(settings, "MCP_RESOURCES", None) or {}), "PREPARED_STATEMENTS": False}
+    with override_settings(MCP_RESOURCES=unprepared), connection.execute_wrapper(wrapper):
         server.call("resources/list", params, ctx)
     if len(seen) != 1:
         raise SystemExit(f"expected one documents SELECT for the page, saw {len(seen)}")

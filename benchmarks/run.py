@@ -307,10 +307,10 @@ def markdown_results(latest: dict[str, Any]) -> str:
                 f"- Item 5: `+tc` servers run with `TOKEN_CACHE_TTL` {http['token_cache_ttl_of_variants']} s "
                 "(reported, not the verdict; the default, 0, validates every token)."
             )
-        if http.get("prepared_variants"):
+        if http.get("unprepared_variants"):
             other.append(
-                "- Item 5: `+ps` servers run with server-side parameter binding and `prepare_threshold` 5 "
-                "(statements prepared, as the SDK's psycopg connection prepares its query; reported, not the verdict)."
+                "- Item 5: `+up` servers run with `PREPARED_STATEMENTS` off (the token lookup and the page query "
+                "unprepared; reported, not the verdict)."
             )
         if any(name.startswith("ours-granian") for name in http["servers"]):
             other.append(

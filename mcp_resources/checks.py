@@ -204,6 +204,8 @@ def check_settings() -> list[checks.CheckMessage]:
                 obj="MCP_RESOURCES",
             )
         )
+    if not isinstance(configured.get("PREPARED_STATEMENTS", DEFAULTS["PREPARED_STATEMENTS"]), bool):
+        messages.append(_setting_error("MCP_RESOURCES['PREPARED_STATEMENTS'] must be True or False.", "E020"))
     return messages
 
 

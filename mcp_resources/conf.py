@@ -46,6 +46,7 @@ DEFAULTS: dict[str, Any] = {
     "RESOURCE_NAME": None,
     "TOKEN_CACHE_TTL": 0,
     "TOKEN_CACHE_SIZE": 1024,
+    "PREPARED_STATEMENTS": True,
 }
 
 MAX_PAGE_SIZE = 100
@@ -168,6 +169,11 @@ class Settings:
     def token_cache_size(self) -> int:
         """Most tokens held by the per-process cache (least recently used ones are dropped)."""
         return max(0, int(self._get("TOKEN_CACHE_SIZE") or 0))
+
+    @property
+    def prepared_statements(self) -> bool:
+        """Whether the app's fixed queries run as prepared statements on PostgreSQL (:mod:`mcp_resources.prepared`)."""
+        return bool(self._get("PREPARED_STATEMENTS"))
 
     @property
     def subscriptions(self) -> bool:

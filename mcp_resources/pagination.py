@@ -146,7 +146,7 @@ def statement_timeout(using: str, milliseconds: int) -> Iterator[None]:
         return
     connection.ensure_connection()
     if not connection.in_atomic_block and connection.get_autocommit():
-        if _client_side_binding(connection):
+        if client_side_binding(connection):
             with connection.execute_wrapper(_TimeoutPrefix(int(milliseconds))):
                 yield
             return
@@ -170,7 +170,7 @@ def statement_timeout(using: str, milliseconds: int) -> Iterator[None]:
                 cursor.execute(_SET_TIMEOUT, [previous])
 
 
-def _client_side_binding(connection: Any) -> bool:
+def client_side_binding(connection: Any) -> bool:
     """Whether queries reach PostgreSQL as one simple-protocol message (several statements allowed)."""
     from django.db.backends.postgresql.psycopg_any import is_psycopg3
 

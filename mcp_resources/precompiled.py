@@ -24,9 +24,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.signals import setting_changed
-from django.db import connections
+from django.db import DatabaseError, connections
 from django.db.models import Expression, Field, QuerySet
 from django.db.models.sql.where import WhereNode
+
+from mcp_resources import prepared
+from mcp_resources.pagination import client_side_binding, pipeline_supported
+from mcp_resources.prepared import PreparedForm, prepared_form
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,7 @@ class _Compiled:
     positions: tuple[tuple[int, ...], ...]
     compiler: Any
     converters: dict[int, Any]
+    prepared: PreparedForm | None  # where PREPARE/EXECUTE applies (mcp_resources.prepared)
 
 
 class Placeholder(str):
@@ -107,10 +112,7 @@ class PrecompiledQuery:
 
     def rows(self, using: str, values: Sequence[Any], shape: Hashable = None) -> list[tuple[Any, ...]]:
         """The rows of the query for ``values`` (one per placeholder) on database ``using``."""
-        statement = self.statement(using, values, shape)
-        with statement.connection.cursor() as cursor:
-            cursor.execute(statement.sql, statement.params)
-            return statement.finish(cursor.fetchall())
+        return rows_together([self.statement(using, values, shape)])[0]
 
     def statement(self, using: str, values: Sequence[Any], shape: Hashable = None) -> Statement:
         """The query for ``values`` as SQL and parameters, to run alone or with others (:func:`rows_together`)."""
@@ -168,6 +170,8 @@ class PrecompiledQuery:
                 if i not in taken and isinstance(param, str) and "\x00mcp_resources." in param:
                     raise RuntimeError("a placeholder was rewritten by its lookup: the query cannot be precompiled")
         converters = compiler.get_converters([column for column, _, _ in compiler.select])
+        connection = connections[using]
+        preparable = connection.vendor == "postgresql" and client_side_binding(connection)
         return _Compiled(
             connection=connections[using],
             dependencies=dependencies,
@@ -176,6 +180,7 @@ class PrecompiledQuery:
             positions=tuple(positions),
             compiler=compiler,
             converters=converters,
+            prepared=prepared_form(sql, len(params)) if preparable else None,
         )
 
 
@@ -194,7 +199,13 @@ class Statement:
 
     @property
     def sql(self) -> str:
+        """The query's SQL (what :meth:`execution` sends when the query is not prepared)."""
         return self.compiled.sql
+
+    def execution(self) -> str:
+        """The SQL to send with :attr:`params`: the ``EXECUTE`` of its prepared statement where the connection has
+        it or can prepare it now (:mod:`mcp_resources.prepared`), else :attr:`sql`."""
+        return prepared.execution(self.compiled.connection, self.compiled.prepared, self.compiled.sql)
 
     def finish(self, rows: list[Any]) -> list[tuple[Any, ...]]:
         """The fetched rows with the compiler's converters applied, as a queryset would return them."""
@@ -212,30 +223,39 @@ def together_supported(connection: Any) -> bool:
         return False
     from django.db.backends.postgresql.psycopg_any import is_psycopg3
 
-    from mcp_resources.pagination import _client_side_binding, pipeline_supported
-
-    return bool(is_psycopg3) and (_client_side_binding(connection) or pipeline_supported())
+    return bool(is_psycopg3) and (client_side_binding(connection) or pipeline_supported())
 
 
 def rows_together(statements: Sequence[Statement]) -> list[list[tuple[Any, ...]]]:
     """The rows of each statement, all sent in one round trip where :func:`together_supported`, else one after
     the other. The statements must share one connection."""
-    from mcp_resources.pagination import _client_side_binding
-
     connection = statements[0].connection
     if any(statement.connection is not connection for statement in statements):
         raise ValueError("statements of different connections cannot run together")
     together = len(statements) > 1 and together_supported(connection)
-    if together and not _client_side_binding(connection):
+    if together and not client_side_binding(connection):
         return _rows_pipelined(connection, statements)
+    connection.ensure_connection()
+    if not together:
+        return [_rows_of([statement])[0] for statement in statements]
+    return _rows_of(statements)
+
+
+def _rows_of(statements: Sequence[Statement]) -> list[list[tuple[Any, ...]]]:
+    """The rows of ``statements`` sent in one message (prepared where they can be). Should the server connection
+    have lost a prepared statement, the plain SQL is sent again at once."""
+    connection = statements[0].connection
     with connection.cursor() as cursor:
-        if not together:
-            results = []
-            for statement in statements:
-                cursor.execute(statement.sql, statement.params)
-                results.append(statement.finish(cursor.fetchall()))
-            return results
-        cursor.execute("; ".join(s.sql for s in statements), [p for s in statements for p in s.params])
+        sent = [statement.execution() for statement in statements]
+        params = [p for s in statements for p in s.params]
+        try:
+            cursor.execute("; ".join(sent), params)
+        except DatabaseError as exc:
+            if all(sql == s.sql for sql, s in zip(sent, statements, strict=True)) or not prepared.missed(
+                connection, exc
+            ):
+                raise
+            cursor.execute("; ".join(s.sql for s in statements), params)
         results = [statements[0].finish(cursor.fetchall())]
         for statement in statements[1:]:
             if not cursor.nextset():

@@ -7,6 +7,7 @@ an overridden ``get_queryset`` that the ORM compiles on every page: both must li
 from __future__ import annotations
 
 import json
+import re
 import time
 from datetime import timedelta
 from typing import Any
@@ -204,15 +205,22 @@ def test_a_first_page_reads_static_resources_and_the_first_source_in_one_round_t
         StaticResource.objects.create(uri=uri, name=uri, text="t")
     ctx = context(alice)
     connection.ensure_connection()
+    with wire_trace() as warm:
+        list_page(server_for(OwnedDocuments), ctx)  # with client binding, the first use prepares each statement
     with wire_trace() as wire:
         first = list_page(server_for(OwnedDocuments), ctx)
     assert wire.round_trips == 1
     if binding == "client":
         (sent,) = wire.sent("Query")
         assert sent.split("\t")[-1].startswith(' "SET LOCAL statement_timeout = ')
+        names = re.findall(r"EXECUTE (mcp_\w+)", sent)
+        assert len(names) == 2
+        sent = "\n".join(warm.sent("Query"))
+        assert all(f"PREPARE {name} AS SELECT" in sent for name in names)
     else:
-        # One pipeline sync: the timeout, then each statement, in one implicit transaction.
-        sent = "\n".join(wire.sent("Parse"))
+        # One pipeline sync: the timeout, then each statement, in one implicit transaction (parsed in the first).
+        assert warm.round_trips == 1
+        sent = "\n".join(warm.sent("Parse"))
         assert sent.index("set_config('statement_timeout'") < sent.index("library_document")
         assert len(wire.sent("Sync")) == 1
     assert "mcp_resources_staticresource" in sent
