@@ -9,9 +9,9 @@ parameters. Each query stays one simple-protocol message, its statement timeout 
 
 - The name is a digest of the SQL text: one name, one statement, on whichever server connection prepared it (a
   connection pooler that lends another server connection can hold nothing else under that name).
-- Only on PostgreSQL with client-side binding (Django's default with psycopg 3, and psycopg 2), in autocommit mode
-  outside ``atomic()``, where a failed statement leaves nothing behind and can be retried: inside a transaction the
-  plain SQL runs.
+- Only on PostgreSQL with client-side binding (Django's default with psycopg 3, and psycopg 2), on connections that
+  outlive a request (``CONN_MAX_AGE`` other than 0, or a pool), in autocommit mode outside ``atomic()``, where a
+  failed statement leaves nothing behind and can be retried: otherwise the plain SQL runs.
 - A query PostgreSQL refuses to prepare (a parameter whose type it cannot infer) runs plain on that connection.
 - An ``EXECUTE`` the server connection cannot serve (the statement is gone: a pooler such as PgBouncer in
   transaction mode, ``DISCARD ALL``; or its plan is stale after a schema change) is run again as plain SQL at once,
@@ -25,6 +25,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,29 +74,41 @@ def prepared_form(sql: str, param_count: int) -> PreparedForm | None:
 
 @dataclass
 class _ConnectionState:
-    """What was prepared on one driver connection (a reconnection starts afresh)."""
+    """What was prepared on one driver connection."""
 
-    raw: Any
     prepared: set[str] = field(default_factory=set)
     refused: set[str] = field(default_factory=set)
     misses: int = 0
 
 
+# Keyed by the driver's connection (a pooled connection keeps its statements from one checkout to the next); each is
+# used by one thread at a time, and the lock guards the map itself.
+_states: weakref.WeakKeyDictionary[Any, _ConnectionState] = weakref.WeakKeyDictionary()
+_states_lock = threading.Lock()
+
+
 def _state(connection: Any) -> _ConnectionState:
     raw = connection.connection
-    state: _ConnectionState | None = getattr(connection, "_mcp_prepared", None)
-    if state is None or state.raw is not raw:
-        state = _ConnectionState(raw)
-        connection._mcp_prepared = state
+    state = _states.get(raw)
+    if state is None:
+        with _states_lock:
+            state = _states.setdefault(raw, _ConnectionState())
     return state
 
 
 def usable(connection: Any) -> bool:
-    """Whether statements may be prepared on ``connection`` now (Django's connection, already connected)."""
+    """Whether statements may be prepared on ``connection`` now (Django's connection, already connected): the setting
+    is on, the connection outlives the request (``CONN_MAX_AGE`` other than 0, or a connection pool: a statement
+    prepared on a connection closed after one request would cost a round trip and save nothing), and it is in
+    autocommit mode outside ``atomic()``."""
     return (
         not connection.in_atomic_block
         and connection.get_autocommit()
         and mcp_settings.prepared_statements
+        and (
+            connection.settings_dict.get("CONN_MAX_AGE", 0) != 0
+            or bool(connection.settings_dict["OPTIONS"].get("pool"))
+        )
         and _state(connection).misses < MAX_MISSES
     )
 

@@ -196,7 +196,10 @@ class SlowOwnedDocuments(OwnedDocuments):
 
 @pg_only
 @pytest.mark.django_db(transaction=True)
-def test_a_first_page_reads_static_resources_and_the_first_source_in_one_round_trip(settings, users, binding):
+def test_a_first_page_reads_static_resources_and_the_first_source_in_one_round_trip(
+    settings, users, binding, monkeypatch
+):
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", None)  # a persistent connection: prepared statements
     configure(settings, PAGE_SIZE=7)
     alice, bob = users
     make(alice, 12, deleted=2)

@@ -66,6 +66,12 @@ def test_checks_refuse_a_prepared_statements_setting_that_is_not_a_boolean(setti
 # On PostgreSQL --------------------------------------------------------------------------------------------------
 
 
+@pytest.fixture(autouse=True)
+def persistent_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Connections that outlive a request, where statements are prepared (Django's default, 0, closes them)."""
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", None)
+
+
 @pytest.fixture
 def documents(transactional_db: Any) -> list[Document]:
     alice = User.objects.create_user("alice")
@@ -221,6 +227,21 @@ def test_the_token_lookup_is_prepared(documents, settings):
     assert plain.startswith("SELECT ")
 
 
-def test_usable_reads_the_setting_and_the_transaction_state(settings, db):
+@pg_only
+def test_nothing_is_prepared_on_a_connection_closed_after_each_request(documents, monkeypatch):
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 0)
+    query = PrecompiledQuery("test.prepared.per_request", by_owner, arity=1)
+    for owner in ("alice", "bob"):
+        (only,) = sent(lambda owner=owner: query.rows("default", [owner]))
+        assert only.startswith("SELECT ")
+    assert not prepared_here()
+
+
+@pg_only
+def test_usable_reads_the_setting_and_the_transaction_state(documents, settings):
     connection.ensure_connection()
-    assert not prepared.usable(connection)  # inside the test's transaction
+    assert prepared.usable(connection)
+    with transaction.atomic():
+        assert not prepared.usable(connection)
+    settings.MCP_RESOURCES = {"PREPARED_STATEMENTS": False}
+    assert not prepared.usable(connection)
