@@ -279,3 +279,17 @@ def source(server: MCPServer, name: str) -> Any:
     template = server.registry.get_template(name)
     assert template is not None
     return template
+
+
+def two_owners_documents(start: Any) -> list[Document]:
+    """Five documents each for two new users, alice and bob, a minute apart from ``start``."""
+    from datetime import timedelta
+
+    from django.contrib.auth.models import User
+
+    owners = [User.objects.create_user(name) for name in ("alice", "bob")]
+    return Document.objects.bulk_create(
+        Document(owner=owner, title=f"{owner.username} {i}", body="b", created=start + timedelta(minutes=i))
+        for owner in owners
+        for i in range(5)
+    )

@@ -10,13 +10,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 
 from mcp_resources.models import StaticResource, listing_page
 from mcp_resources.precompiled import PrecompiledQuery
 from testproject.library.models import Document
+from tests.listing_support import two_owners_documents
 
 pytestmark = pytest.mark.django_db
 
@@ -25,13 +25,7 @@ T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
 @pytest.fixture
 def documents() -> list[Document]:
-    alice = User.objects.create_user("alice")
-    bob = User.objects.create_user("bob")
-    return Document.objects.bulk_create(
-        Document(owner=owner, title=f"{owner.username} {i}", body="b", created=T0 + timedelta(minutes=i))
-        for owner in (alice, bob)
-        for i in range(5)
-    )
+    return two_owners_documents(T0)
 
 
 class Counting:

@@ -24,7 +24,7 @@ from mcp_resources.precompiled import PrecompiledQuery
 from mcp_resources.prepared import MAX_MISSES, prepared_form
 from mcp_resources.tokenlookup import find_token
 from testproject.library.models import Document
-from tests.listing_support import DeclaredDocumentSource, configure, context, server_for, walk
+from tests.listing_support import DeclaredDocumentSource, configure, context, server_for, two_owners_documents, walk
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -74,13 +74,7 @@ def persistent_connection(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def documents(transactional_db: Any) -> list[Document]:
-    alice = User.objects.create_user("alice")
-    bob = User.objects.create_user("bob")
-    return Document.objects.bulk_create(
-        Document(owner=owner, title=f"{owner.username} {i}", body="b", created=T0 + timedelta(minutes=i))
-        for owner in (alice, bob)
-        for i in range(5)
-    )
+    return two_owners_documents(T0)
 
 
 def by_owner(shape: Any, owner: Any) -> Any:
