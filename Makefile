@@ -52,13 +52,15 @@ typecheck: install
 pytest: install
 	$(VENV)/bin/pytest
 
-# The query paths run again with server-side parameter binding and prepared statements (MCP_TEST_PG_BINDING).
+# The query paths run again on persistent connections (where the app's fixed queries are prepared in SQL), and with
+# server-side parameter binding (where psycopg prepares them).
 PG_QUERY_TESTS := tests/test_inventory.py tests/test_list_paths.py tests/test_ownership.py tests/test_precompiled.py \
-	tests/test_auth.py tests/test_traversal_concurrency.py
+	tests/test_prepared.py tests/test_auth.py tests/test_scoping.py tests/test_traversal_concurrency.py tests/test_e2e.py
 
 pytest-postgres: install
 	MCP_TEST_DB=postgres $(VENV)/bin/pytest
-	MCP_TEST_DB=postgres MCP_TEST_PG_BINDING=server $(VENV)/bin/pytest $(PG_QUERY_TESTS)
+	MCP_TEST_DB=postgres MCP_TEST_CONN_MAX_AGE=none $(VENV)/bin/pytest $(PG_QUERY_TESTS)
+	MCP_TEST_DB=postgres MCP_TEST_CONN_MAX_AGE=none MCP_TEST_PG_BINDING=server $(VENV)/bin/pytest $(PG_QUERY_TESTS)
 
 test: lint typecheck pytest pytest-postgres
 

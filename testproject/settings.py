@@ -64,8 +64,13 @@ if os.environ.get("MCP_TEST_DB") == "postgres":
             "USER": os.environ.get("PGUSER", "postgres"),
             "HOST": os.environ.get("PGHOST", "127.0.0.1"),
             "PORT": os.environ.get("PGPORT", "5432"),
-            # Persistent connections, as in production (and the condition for prepared statements).
-            "CONN_MAX_AGE": None,
+            # ``MCP_TEST_CONN_MAX_AGE=none``: persistent connections, as in production (where the app's fixed queries
+            # run as prepared statements); Django's default, 0, closes them after each request.
+            "CONN_MAX_AGE": (
+                None
+                if os.environ.get("MCP_TEST_CONN_MAX_AGE", "0") == "none"
+                else int(os.environ.get("MCP_TEST_CONN_MAX_AGE", "0"))
+            ),
             # ``MCP_TEST_PG_BINDING=server``: server-side parameter binding, statements prepared from their fifth run
             # (psycopg's default; Django turns preparing off unless told).
             "OPTIONS": (
