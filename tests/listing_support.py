@@ -120,6 +120,14 @@ def assert_generic_internal_error(call: Callable[[], Any], message: str = "Inter
     assert (error.code, error.message, error.data) == (jsonrpc.INTERNAL_ERROR, message, None)
 
 
+def assert_cut_by_the_deadline(call: Callable[[], Any]) -> None:
+    """``call`` (a listing whose query sleeps a second, under a 0.2 s deadline) fails with the generic internal
+    error, well before the query would have ended."""
+    started = time.monotonic()
+    assert_generic_internal_error(call)
+    assert time.monotonic() - started < 0.9
+
+
 def configure(settings: Any, **values: Any) -> None:
     """Set ``MCP_RESOURCES`` keys through pytest-django's ``settings`` fixture (restored after the test)."""
     settings.MCP_RESOURCES = {**(getattr(settings, "MCP_RESOURCES", None) or {}), **values}

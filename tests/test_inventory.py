@@ -35,6 +35,7 @@ from tests.listing_support import (
     GenericSource,
     NoteSource,
     anonymous,
+    assert_cut_by_the_deadline,
     assert_generic_internal_error,
     assert_invalid_cursor,
     configure,
@@ -1057,9 +1058,7 @@ def test_slow_model_query_is_cancelled_by_the_statement_timeout(settings, alice)
 
     configure(settings, LIST_DEADLINE_SECONDS=0.2)
     make_documents(alice, 3)
-    started = time.monotonic()
-    assert_generic_internal_error(lambda: list_page(server_for(SlowDocuments), context(alice)))
-    assert time.monotonic() - started < 0.9
+    assert_cut_by_the_deadline(lambda: list_page(server_for(SlowDocuments), context(alice)))
     # The connection is usable afterwards and no timeout lingers in the surrounding transaction.
     assert Document.objects.filter(owner=alice).count() == 3
     with connection.cursor() as cursor:
