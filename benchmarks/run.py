@@ -150,28 +150,19 @@ def summarize(results: dict[str, Any]) -> list[dict[str, Any]]:
     if codec:
         add("4", "cursor codec seal+open / raw AES-GCM encrypt+decrypt", codec["codec_over_raw"], codec["target"], True)
     if http:
-        add(
-            "5",
-            "HTTP req/s under WSGI (gunicorn gthread) / MCP SDK low-level",
-            http["ratios"]["ours-wsgi"],
-            http["targets"]["ours-wsgi"],
-            False,
-        )
-        if "ours-granian-wsgi" in http["ratios"]:
-            add(
-                "5",
-                "HTTP req/s under WSGI (granian) / MCP SDK low-level",
-                http["ratios"]["ours-granian-wsgi"],
-                http["targets"]["ours-wsgi"],
-                False,
-            )
-        add(
-            "5",
-            "HTTP req/s under ASGI (uvicorn, the demo's) / MCP SDK low-level",
-            http["ratios"]["ours-asgi"],
-            http["targets"]["ours-asgi"],
-            False,
-        )
+        for label, server, target in (
+            ("WSGI (gunicorn gthread)", "ours-wsgi", "ours-wsgi"),
+            ("WSGI (granian)", "ours-granian-wsgi", "ours-wsgi"),
+            ("ASGI (uvicorn, the demo's)", "ours-asgi", "ours-asgi"),
+        ):
+            if server in http["ratios"]:
+                add(
+                    "5",
+                    f"HTTP req/s under {label} / MCP SDK low-level",
+                    http["ratios"][server],
+                    http["targets"][target],
+                    False,
+                )
     listeners = results.get("listeners")
     if listeners:
         targets = listeners["targets"]
