@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import decimal
+import functools
 import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -179,6 +180,7 @@ def client_side_binding(connection: Any) -> bool:
     return not connection.settings_dict.get("OPTIONS", {}).get("server_side_binding")
 
 
+@functools.cache
 def pipeline_supported() -> bool:
     """Whether the driver is psycopg 3 with a libpq that has pipeline mode (PostgreSQL 14's libpq and later)."""
     from django.db.backends.postgresql.psycopg_any import is_psycopg3

@@ -173,7 +173,7 @@ class PrecompiledQuery:
         connection = connections[using]
         preparable = connection.vendor == "postgresql" and client_side_binding(connection)
         return _Compiled(
-            connection=connections[using],
+            connection=connection,
             dependencies=dependencies,
             sql=sql,
             params=params,
