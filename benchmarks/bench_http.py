@@ -5,19 +5,20 @@ inventory) from the same database with the same SQL:
 
 - ``sdk``: the SDK's low-level ``Server`` (``json_response=True``, stateless) under uvicorn (``sdk_server.py``);
 - ``ours-wsgi``: the demo project (``testproject.wsgi``) under gunicorn, one worker process of the ``gthread``
-  class (4 threads, HTTP keep-alive like uvicorn's), persistent DB connections. Gunicorn's ``sync`` worker closes
-  every connection and is meant to sit behind a buffering proxy; measured directly it charges each request a new
-  TCP connection that the SDK under uvicorn does not pay;
+  class (2 threads, as docs/quickstart.md advises; HTTP keep-alive like uvicorn's), persistent DB connections.
+  Gunicorn's ``sync`` worker closes every connection and is meant to sit behind a buffering proxy; measured
+  directly it charges each request a new TCP connection that the SDK under uvicorn does not pay;
 - ``ours-asgi``: the demo project as the demo runs it (``uvicorn testproject.asgi:application``: the MCP path is
-  served by ``mcp_resources.asgi.MCPApplication``, one thread hop per request), with persistent DB connections
-  (``CONN_MAX_AGE=None``, one per worker thread of the executor: the MCP path never runs Django's async handler, so
-  Django's advice of ``0`` for async views does not apply, and persistent connections are the production norm).
+  served by ``mcp_resources.asgi.MCPApplication``, one thread hop per request to its pool of ``ASGI_THREADS``,
+  default 2), with persistent DB connections (``CONN_MAX_AGE=None``, one per worker thread of that pool: the MCP
+  path never runs Django's async handler, so Django's advice of ``0`` for async views does not apply, and
+  persistent connections are the production norm).
 
 Each round also records the CPU that PostgreSQL's processes used per request (the database shares the machine's
 two cores with the servers and the load generator).
 
 When granian is installed (the ``dev`` extra installs it), the same two applications also run under granian, a
-WSGI/ASGI server written in Rust: ``ours-granian-wsgi`` (one worker, 4 blocking threads) is a second WSGI verdict,
+WSGI/ASGI server written in Rust: ``ours-granian-wsgi`` (one worker, 2 blocking threads) is a second WSGI verdict,
 next to gunicorn's; ``ours-granian-asgi`` (one worker) is reported only, the ASGI verdict being the demo's uvicorn.
 
 Ours receives a 2026-07-28 ``resources/list`` with a sealed cursor and a django-oauth-toolkit bearer token (its
@@ -28,7 +29,9 @@ compared. Targets: ours >= 1.0x the SDK under WSGI and >= 0.8x under ASGI, with 
 token validated against the database, ``TOKEN_CACHE_TTL = 0``). The same two servers run again with
 ``TOKEN_CACHE_TTL = 30`` (``ours-wsgi+tc``, ``ours-asgi+tc``) and are reported next to them, not as the verdict.
 On PostgreSQL they also run with ``PREPARED_STATEMENTS = False`` (``ours-wsgi+up``, ``ours-asgi+up``): the token
-lookup and the page query unprepared, as before that setting existed; reported, not the verdict.
+lookup and the page query unprepared, as before that setting existed; reported, not the verdict. And with more
+threads (``ours-wsgi+mt``: gunicorn with 4 threads; ``ours-asgi+mt``: ``ASGI_THREADS = 6``, the size of the event
+loop's default executor on two cores, which ran the view before that setting existed); reported, not the verdict.
 """
 
 from __future__ import annotations
@@ -63,6 +66,8 @@ from benchmarks.common import (
 )
 
 TARGETS = {"ours-wsgi": 1.0, "ours-asgi": 0.8}
+THREADS = 2  # gunicorn's threads per worker process, as docs/quickstart.md advises (and granian's blocking threads)
+MORE_THREADS = {"wsgi": 4, "asgi": 6}  # the "+mt" servers
 CACHE_TTL = 30  # seconds, for the "+tc" servers: the revocation bound docs/oauth.md suggests
 PYTHON = sys.executable
 BIN = Path(sys.executable).parent
@@ -222,6 +227,8 @@ def main() -> None:
     if vendor == "postgresql" and os.environ.get("MCP_BENCH_PREPARED") != "0":
         # And with the app's fixed queries unprepared (PREPARED_STATEMENTS off), to show what preparing them gives.
         variants["+up"] = {"MCP_BENCH_PREPARED": "0"}
+    # And with more threads: gunicorn's 4 and the default executor's 6 (on two cores), the configuration before.
+    variants["+mt"] = {"MCP_BENCH_ASGI_THREADS": str(MORE_THREADS["asgi"])}
     for suffix in variants:
         ports.update({f"{name}{suffix}": free_port() for name in ("ours-wsgi", "ours-asgi")})
     # Bound to the configured canonical resource URI and, should none be configured, to each server's own URL.
@@ -279,7 +286,7 @@ def main() -> None:
             "--worker-class",
             "gthread",
             "--threads",
-            "4",
+            str(THREADS),
             "--keep-alive",
             "30",
             "--bind",
@@ -321,7 +328,7 @@ def main() -> None:
             "warning",
         ]
         if interface == "wsgi":
-            argv[name] += ["--blocking-threads", "4"]  # as gunicorn's 4 threads
+            argv[name] += ["--blocking-threads", str(THREADS)]  # as gunicorn's threads
     for name in [n for n in ports if n.startswith("ours-granian")]:
         bodies[name], headers[name] = bodies["ours-wsgi"], headers["ours-wsgi"]
     variant_of = {f"{base}{suffix}": (base, suffix) for suffix in variants for base in ("ours-wsgi", "ours-asgi")}
@@ -329,6 +336,8 @@ def main() -> None:
         bodies[name], headers[name] = bodies[base], headers[base]
         argv[name] = [str(ports[name]) if a == str(ports[base]) else a for a in argv[base]]
         argv[name] = [f"127.0.0.1:{ports[name]}" if a == f"127.0.0.1:{ports[base]}" else a for a in argv[name]]
+    for name in [n for n in variant_of if n.endswith("+mt") and "--threads" in argv[n]]:
+        argv[name][argv[name].index("--threads") + 1] = str(MORE_THREADS["wsgi"])
     envs = {
         "sdk": base_env,
         "ours-wsgi": {**base_env, "MCP_BENCH_CONN_MAX_AGE": "none"},
@@ -457,6 +466,8 @@ def main() -> None:
             "targets": TARGETS,
             "token_cache_ttl_of_variants": CACHE_TTL if cache_variants else None,
             "unprepared_variants": "+up" in variants,
+            "threads": {"wsgi": THREADS, "asgi": THREADS},
+            "more_threads_variants": MORE_THREADS,
             "sql": sql,
         },
     )

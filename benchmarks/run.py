@@ -303,6 +303,13 @@ def markdown_results(latest: dict[str, Any]) -> str:
                 "- Item 5: `+up` servers run with `PREPARED_STATEMENTS` off (the token lookup and the page query "
                 "unprepared; reported, not the verdict)."
             )
+        if http.get("more_threads_variants"):
+            more, threads = http["more_threads_variants"], http["threads"]
+            other.append(
+                f"- Item 5: `+mt` servers run with more threads: gunicorn with {more['wsgi']} threads instead of "
+                f"{threads['wsgi']}, `ASGI_THREADS` {more['asgi']} instead of {threads['asgi']} (reported, not the "
+                "verdict)."
+            )
         if any(name.startswith("ours-granian") for name in http["servers"]):
             other.append(
                 "- Item 5: `ours-granian-*` serve the same two applications under granian, a WSGI/ASGI server "

@@ -13,6 +13,7 @@ Driven by environment variables that ``benchmarks/run.py`` sets for every script
 - ``MCP_BENCH_PG_BINDING``: ``server`` for server-side parameter binding with psycopg's default
   ``prepare_threshold`` (5), so that repeated statements are prepared, as the SDK peer's psycopg connection does;
   anything else keeps Django's default (client-side binding);
+- ``MCP_BENCH_ASGI_THREADS``: ``MCP_RESOURCES["ASGI_THREADS"]`` when set (default: the app's, 2);
 - ``MCP_BENCH_PREPARED``: ``0`` sets ``MCP_RESOURCES["PREPARED_STATEMENTS"]`` to False (the app's fixed queries
   then run unprepared, as before that setting existed).
 """
@@ -65,6 +66,8 @@ MCP_RESOURCES = {
 }
 if os.environ.get("MCP_BENCH_PREPARED") == "0":
     MCP_RESOURCES["PREPARED_STATEMENTS"] = False
+if os.environ.get("MCP_BENCH_ASGI_THREADS"):
+    MCP_RESOURCES["ASGI_THREADS"] = int(os.environ["MCP_BENCH_ASGI_THREADS"])
 if os.environ.get("MCP_BENCH_TOKEN_CACHE_TTL"):
     # Off (the default) unless asked for: ``run.py --token-cache-ttl`` measures the effect of the token cache.
     MCP_RESOURCES["TOKEN_CACHE_TTL"] = float(os.environ["MCP_BENCH_TOKEN_CACHE_TTL"])

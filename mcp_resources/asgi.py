@@ -6,6 +6,11 @@ GET and DELETE on the MCP path itself: it reads the body on the event loop (boun
 :class:`~mcp_resources.transport.MCPView` synchronously in a single worker thread, and writes the response.
 Every other path goes to the wrapped Django application, so the admin and the OAuth views are untouched.
 
+The view runs in a pool of its own, ``MCP_RESOURCES["ASGI_THREADS"]`` threads (default 2), not in the event loop's
+default executor: requests share one interpreter lock, so a few threads keep it busy while others wait on the
+database, and more threads only add switching between them (measured in docs/benchmarks.md, item 5). The pool
+also bounds the database connections MCP requests hold in one process.
+
 Middleware does not run for the MCP path: the view does its own ``Host``/``Origin`` validation, needs no CSRF,
 session or message middleware, and authenticates every request from its ``Authorization`` header.
 
@@ -29,12 +34,15 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import threading
 from collections.abc import Awaitable, Callable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.core import signals
 from django.core.handlers.asgi import ASGIRequest
+from django.core.signals import setting_changed
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
 from mcp_resources import cancellation
@@ -48,6 +56,36 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[..., Awaitable[None]]
+
+
+_request_pool: ThreadPoolExecutor | None = None
+_request_pool_lock = threading.Lock()
+
+
+def request_executor() -> ThreadPoolExecutor:
+    """The threads that run MCP requests under :class:`MCPApplication`: ``ASGI_THREADS`` per process."""
+    global _request_pool
+    with _request_pool_lock:
+        if _request_pool is None:
+            _request_pool = ThreadPoolExecutor(mcp_settings.asgi_threads, thread_name_prefix="mcp-request")
+        return _request_pool
+
+
+def _in_request_thread(func: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+    # asgiref's wrapper around the pool: an async_to_sync call made by the view still runs on this event loop.
+    return sync_to_async(func, thread_sensitive=False, executor=request_executor())
+
+
+def _settings_changed(*, setting: str, **kwargs: Any) -> None:
+    global _request_pool
+    if setting == "MCP_RESOURCES":
+        with _request_pool_lock:
+            previous, _request_pool = _request_pool, None
+        if previous is not None:
+            previous.shutdown(wait=False)  # requests it runs finish; the next ones get a pool of the new size
+
+
+setting_changed.connect(_settings_changed, dispatch_uid="mcp_resources.asgi.settings_changed")
 
 
 class MCPApplication:
@@ -97,7 +135,7 @@ class MCPApplication:
         self, request: HttpRequest, receive: Receive, token: cancellation.CancellationToken
     ) -> HttpResponseBase:
         """Run the view in one worker thread while listening for the client's disconnect, which cancels ``token``."""
-        view = asyncio.ensure_future(sync_to_async(self._handle, thread_sensitive=False)(request))
+        view = asyncio.ensure_future(_in_request_thread(self._handle)(request))
         watcher = asyncio.ensure_future(self._watch_disconnect(receive, token))
         try:
             return await view
@@ -147,7 +185,7 @@ class MCPApplication:
         from mcp_resources.subscriptions.streams import Stream, StreamPlan
 
         request = ASGIRequest(scope, io.BytesIO(body))
-        outcome = await sync_to_async(self._prepared, thread_sensitive=False)(prepare, request)
+        outcome = await _in_request_thread(self._prepared)(prepare, request)
         if isinstance(outcome, StreamPlan):
             await Stream(outcome, receive, send).serve()
         else:
@@ -177,6 +215,9 @@ class MCPApplication:
                 return b"".join(chunks)
 
     def _handle(self, request: HttpRequest) -> HttpResponseBase:
+        if cancellation.is_cancelled(request):
+            # The client left while the request waited for a free thread: no work, and nothing will be sent.
+            return HttpResponse(status=204)
         # The request signals close stale database connections, as Django's own handlers do.
         signals.request_started.send(sender=type(self), scope=getattr(request, "scope", None))
         try:

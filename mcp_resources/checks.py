@@ -206,6 +206,9 @@ def check_settings() -> list[checks.CheckMessage]:
         )
     if not isinstance(configured.get("PREPARED_STATEMENTS", DEFAULTS["PREPARED_STATEMENTS"]), bool):
         messages.append(_setting_error("MCP_RESOURCES['PREPARED_STATEMENTS'] must be True or False.", "E020"))
+    threads = configured.get("ASGI_THREADS", DEFAULTS["ASGI_THREADS"])
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+        messages.append(_setting_error("MCP_RESOURCES['ASGI_THREADS'] must be an integer >= 1.", "E021"))
     return messages
 
 

@@ -47,6 +47,7 @@ DEFAULTS: dict[str, Any] = {
     "TOKEN_CACHE_TTL": 0,
     "TOKEN_CACHE_SIZE": 1024,
     "PREPARED_STATEMENTS": True,
+    "ASGI_THREADS": 2,
 }
 
 MAX_PAGE_SIZE = 100
@@ -174,6 +175,11 @@ class Settings:
     def prepared_statements(self) -> bool:
         """Whether the app's fixed queries run as prepared statements on PostgreSQL (:mod:`mcp_resources.prepared`)."""
         return bool(self._get("PREPARED_STATEMENTS"))
+
+    @property
+    def asgi_threads(self) -> int:
+        """Threads in which :class:`~mcp_resources.asgi.MCPApplication` runs MCP requests, per process."""
+        return max(1, int(self._get("ASGI_THREADS")))
 
     @property
     def subscriptions(self) -> bool:

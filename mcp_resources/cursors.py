@@ -151,8 +151,12 @@ def _aad(kid: bytes) -> bytes:
     return b"mcp-resources-cursor/v%d/" % VERSION + kid
 
 
+@functools.lru_cache(maxsize=1024)
 def fingerprint(*parts: str) -> str:
-    """A short, collision-resistant digest of the given strings (length-prefixed, so parts cannot shift)."""
+    """A short, collision-resistant digest of the given strings (length-prefixed, so parts cannot shift).
+
+    Memoized: the same parts (a caller's principal, the registered sources, the empty prefix) recur on every page.
+    """
     h = hashlib.sha256()
     for part in parts:
         encoded = part.encode("utf-8", "surrogatepass")

@@ -62,7 +62,9 @@ def fast_path_available() -> bool:
     return application_model.is_usable is AbstractApplication.is_usable
 
 
+@functools.cache
 def _models() -> tuple[Any, Any]:
+    """The access token and user models (looked up by name each time otherwise: twice a request)."""
     from django.contrib.auth import get_user_model
     from oauth2_provider.models import get_access_token_model
 
@@ -105,6 +107,8 @@ def find_token(checksum: str) -> TokenRow | None:
 def _settings_changed(*, setting: str, **kwargs: Any) -> None:
     if setting.startswith("OAUTH2_PROVIDER"):
         fast_path_available.cache_clear()
+    if setting.startswith("OAUTH2_PROVIDER") or setting == "AUTH_USER_MODEL":
+        _models.cache_clear()
 
 
 setting_changed.connect(_settings_changed, dispatch_uid="mcp_resources.tokenlookup.settings_changed")

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from asgiref.testing import ApplicationCommunicator
+from django.core import signals
 from django.core.asgi import get_asgi_application
 
 from mcp_resources.asgi import MCPApplication
@@ -112,3 +116,32 @@ async def test_get_on_mcp_path_is_405(app: MCPApplication) -> None:
     status, headers, _ = await _call(app, _scope("/mcp", method="GET"), [b""])
     assert status == 405
     assert headers["allow"] == "POST, DELETE"
+
+
+@pytest.fixture
+def request_threads() -> Iterator[list[str]]:
+    """The names of the threads in which MCP requests started (Django's request_started signal, sent there)."""
+    names: list[str] = []
+
+    def record(**kwargs: Any) -> None:
+        names.append(threading.current_thread().name)
+
+    signals.request_started.connect(record, dispatch_uid="test_asgi.request_threads")
+    yield names
+    signals.request_started.disconnect(dispatch_uid="test_asgi.request_threads")
+
+
+@pytest.mark.anyio
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("threads", [1, 2])
+async def test_requests_run_in_the_apps_own_pool_of_asgi_threads(
+    settings: Any, request_threads: list[str], threads: int
+) -> None:
+    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "ASGI_THREADS": threads}
+    app = MCPApplication(get_asgi_application(), path="/mcp")
+    body = json.dumps(DISCOVER).encode()
+    answers = await asyncio.gather(*(_call(app, _scope("/mcp", headers=MODERN_HEADERS), [body]) for _ in range(12)))
+    assert [status for status, _, _ in answers] == [200] * 12
+    assert len(request_threads) == 12
+    assert all(name.startswith("mcp-request") for name in request_threads), request_threads
+    assert len(set(request_threads)) <= threads

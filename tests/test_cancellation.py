@@ -2,9 +2,9 @@
 
 ``MCPApplication`` is driven in-process as an ASGI application: ``receive`` first yields the POST body of a 2026-07-28
 ``resources/list`` with a valid bearer token, then waits until the test lets the client go, and yields
-``http.disconnect``. Each test runs its own event loop with ``asyncio.run``; the PostgreSQL test gives that loop a
-one-thread default executor, so every request's view runs in the same worker thread (and on its database
-connection). The sources are real templates over a real registry; nothing under test is mocked.
+``http.disconnect``. Each test runs its own event loop with ``asyncio.run``; the PostgreSQL test sets
+``ASGI_THREADS`` to 1, so every request's view runs in the same worker thread (and on its database connection). The
+sources are real templates over a real registry; nothing under test is mocked.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import threading
 import time
 import warnings
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core import signals
 from django.core.asgi import get_asgi_application
 from django.db import connection, connections
 from django.db.models import QuerySet
@@ -28,7 +28,7 @@ from django.http import HttpRequest
 from django.test import Client
 from django.urls import path
 
-from mcp_resources.asgi import MCPApplication
+from mcp_resources.asgi import MCPApplication, request_executor
 from mcp_resources.cancellation import CancellationToken, RequestCancelled, is_cancelled, token_for
 from mcp_resources.server import MCPServer
 from mcp_resources.transport import MCPView
@@ -254,6 +254,61 @@ def test_a_client_that_stays_gets_the_whole_page(token: str, caplog: pytest.LogC
     assert "cancelled" not in caplog.text
 
 
+class Gate(GenericSource):
+    """Holds its request until the test opens the gate."""
+
+    name = "gate"
+    uri_template = "learn://gate/{id}"
+    items = [("g", {"uri": "learn://gate/g", "name": "Gate g"})]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.opened = threading.Event()
+
+    def list(self, request: HttpRequest, *, after: str | None, limit: int, prefix: str, deadline: float) -> Any:
+        self.entered.set()
+        self.opened.wait(WAIT_FOR_CANCEL)
+        return super().list(request, after=after, limit=limit, prefix=prefix, deadline=deadline)
+
+
+def test_a_request_whose_client_left_while_it_waited_for_a_thread_is_not_run(
+    token: str, settings: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "ASGI_THREADS": 1}
+    server = server_for(Gate)
+    gate = source(server, "gate")
+    app = application(server)
+    started: list[str] = []
+
+    def record(**kwargs: Any) -> None:
+        started.append(threading.current_thread().name)
+
+    async def main() -> None:
+        first, queued = ASGIClient(token), ASGIClient(token)
+        first_task = start(app, first)
+        await until(gate.entered.is_set, 10, "the first request to hold the only thread")
+        queued_task = start(app, queued)
+        await asyncio.sleep(0.05)  # the second request is now waiting for the thread
+        queued.leave()
+        gate.opened.set()
+        await finished(first_task, 10)
+        await finished(queued_task, 10)
+        assert first.response()[0] == 200
+        assert queued.sent == []
+        no_other_tasks()
+
+    signals.request_started.connect(record, dispatch_uid="test_cancellation.record")
+    try:
+        with caplog.at_level(logging.INFO, logger="mcp_resources"):
+            run(main)
+    finally:
+        signals.request_started.disconnect(dispatch_uid="test_cancellation.record")
+    assert len(gate.calls) == 1
+    assert len(started) == 1, "the view ran for a client that had gone"
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+
+
 # PostgreSQL: a running statement is cancelled -----------------------------------------------------------------
 
 
@@ -291,7 +346,12 @@ def sleeping_backends(watcher: Any) -> list[int]:
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="cancelling a running statement is a PostgreSQL feature")
 def test_disconnect_cancels_a_running_postgresql_query(
-    alice: Any, token: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, binding: str
+    alice: Any,
+    token: str,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    binding: str,
 ) -> None:
     import psycopg
 
@@ -299,6 +359,7 @@ def test_disconnect_cancels_a_running_postgresql_query(
     Document.objects.create(owner=alice, title="two", body="2")
     # Keep the worker thread's connection open across requests, so the next request runs on the same connection.
     monkeypatch.setitem(connections.settings["default"], "CONN_MAX_AGE", None)
+    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "ASGI_THREADS": 1}
     Sleepy.seen, Quick.seen = [], []
     slow_app = application(server_for(Sleepy))
     quick_app = application(server_for(Quick))
@@ -307,8 +368,6 @@ def test_disconnect_cancels_a_running_postgresql_query(
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="view")
-        loop.set_default_executor(worker)
         watcher = psycopg.connect(host=db["HOST"], port=db["PORT"], user=db["USER"], dbname=db["NAME"], autocommit=True)
         try:
             client = ASGIClient(token)
@@ -325,7 +384,7 @@ def test_disconnect_cancels_a_running_postgresql_query(
             no_other_tasks()
         finally:
             watcher.close()
-            await loop.run_in_executor(None, connections.close_all)
+            await loop.run_in_executor(request_executor(), connections.close_all)
 
     with caplog.at_level(logging.INFO, logger="mcp_resources"):
         run(main)

@@ -432,6 +432,18 @@ def test_e012_accepts_page_sizes_in_range(settings, page_size):
     assert check_settings() == []
 
 
+@pytest.mark.parametrize("threads", [0, -1, "2", 2.0, True, None])
+def test_e021_asgi_threads_must_be_a_positive_integer(settings, threads):
+    settings.MCP_RESOURCES = {"ASGI_THREADS": threads}
+    assert ids(check_settings()) == ["mcp_resources.E021"]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 16])
+def test_e021_accepts_positive_thread_counts(settings, threads):
+    settings.MCP_RESOURCES = {"ASGI_THREADS": threads}
+    assert check_settings() == []
+
+
 def test_e013_listing_template_must_be_protected_and_discoverable():
     registry = ResourceRegistry()
 

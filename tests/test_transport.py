@@ -327,6 +327,31 @@ def first_cursor(endpoint: Endpoint, method: str, **kwargs: Any) -> str:
     return reply.result["nextCursor"]
 
 
+@pytest.mark.django_db
+def test_endpoint_is_exempt_from_csrf_through_the_whole_middleware_stack() -> None:
+    from django.test import Client
+
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "server/discover",
+        "params": {
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }
+        },
+    }
+    response = Client(enforce_csrf_checks=True).post(
+        "/mcp",
+        json.dumps(body),
+        content_type="application/json",
+        headers={"Mcp-Protocol-Version": MODERN_VERSION, "Mcp-Method": "server/discover"},
+    )
+    assert response.status_code == 200, response.content[:300]
+    assert response.json()["result"]["supportedVersions"][0] == MODERN_VERSION
+
+
 # server/discover and result envelope --------------------------------------------------------------------
 
 

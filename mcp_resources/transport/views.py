@@ -12,8 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import DisallowedHost, RequestDataTooBig
-from django.http import HttpRequest, HttpResponse
-from django.utils.decorators import method_decorator
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
@@ -64,12 +63,16 @@ def too_large_response() -> HttpResponse:
     return error_response(jsonrpc.InvalidRequest("Request body too large", request_id=None), 413)
 
 
-@method_decorator(csrf_exempt, name="dispatch")
 class MCPView(View):
     """The MCP endpoint. ``MCPView.as_view(server=MCPServer(registry))`` serves another registry."""
 
     server: MCPServer | None = None
     http_method_names = ["get", "post", "delete"]
+
+    @classmethod
+    def as_view(cls, **initkwargs: Any) -> Callable[..., HttpResponseBase]:
+        # Exempt once here: method_decorator(csrf_exempt, name="dispatch") would decorate again on every request.
+        return csrf_exempt(super().as_view(**initkwargs))
 
     def get_server(self) -> MCPServer:
         return self.server or default_server
