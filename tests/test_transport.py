@@ -331,17 +331,9 @@ def first_cursor(endpoint: Endpoint, method: str, **kwargs: Any) -> str:
 def test_endpoint_is_exempt_from_csrf_through_the_whole_middleware_stack() -> None:
     from django.test import Client
 
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "server/discover",
-        "params": {
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
-                "io.modelcontextprotocol/clientCapabilities": {},
-            }
-        },
-    }
+    from tests.stream_support import meta
+
+    body = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta()}}
     response = Client(enforce_csrf_checks=True).post(
         "/mcp",
         json.dumps(body),
