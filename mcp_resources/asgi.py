@@ -3,7 +3,7 @@
 Django's ASGI handler moves a request between the event loop and threads about twelve times (middleware,
 signals, the view), which costs more than the whole page on a small machine. ``MCPApplication`` answers POST,
 GET and DELETE on the MCP path itself: it reads the body on the event loop (bounded), runs the same
-:class:`~mcp_resources.transport.MCPView` synchronously in a single worker thread, and writes the response.
+:class:`~mcp_resources.transport.MCPView` synchronously in one worker thread, and writes the response.
 Every other path goes to the wrapped Django application, so the admin and the OAuth views are untouched.
 
 The view runs in a pool of its own, ``MCP_RESOURCES["ASGI_THREADS"]`` threads (default 2), not in the event loop's
@@ -59,15 +59,17 @@ ASGIApp = Callable[..., Awaitable[None]]
 
 
 _request_pool: ThreadPoolExecutor | None = None
+_request_pool_size = 0
 _request_pool_lock = threading.Lock()
 
 
 def request_executor() -> ThreadPoolExecutor:
     """The threads that run MCP requests under :class:`MCPApplication`: ``ASGI_THREADS`` per process."""
-    global _request_pool
+    global _request_pool, _request_pool_size
     with _request_pool_lock:
         if _request_pool is None:
-            _request_pool = ThreadPoolExecutor(mcp_settings.asgi_threads, thread_name_prefix="mcp-request")
+            _request_pool_size = mcp_settings.asgi_threads
+            _request_pool = ThreadPoolExecutor(_request_pool_size, thread_name_prefix="mcp-request")
         return _request_pool
 
 
@@ -78,11 +80,13 @@ def _in_request_thread(func: Callable[..., Any]) -> Callable[..., Awaitable[Any]
 
 def _settings_changed(*, setting: str, **kwargs: Any) -> None:
     global _request_pool
-    if setting == "MCP_RESOURCES":
-        with _request_pool_lock:
-            previous, _request_pool = _request_pool, None
-        if previous is not None:
-            previous.shutdown(wait=False)  # requests it runs finish; the next ones get a pool of the new size
+    if setting != "MCP_RESOURCES":
+        return
+    with _request_pool_lock:
+        if _request_pool is None or _request_pool_size == mcp_settings.asgi_threads:
+            return
+        previous, _request_pool = _request_pool, None
+    previous.shutdown(wait=False)  # requests it runs finish; the next ones get a pool of the new size
 
 
 setting_changed.connect(_settings_changed, dispatch_uid="mcp_resources.asgi.settings_changed")

@@ -13,7 +13,7 @@ from asgiref.testing import ApplicationCommunicator
 from django.core import signals
 from django.core.asgi import get_asgi_application
 
-from mcp_resources.asgi import MCPApplication
+from mcp_resources.asgi import MCPApplication, request_executor
 
 DISCOVER = {
     "jsonrpc": "2.0",
@@ -145,3 +145,14 @@ async def test_requests_run_in_the_apps_own_pool_of_asgi_threads(
     assert len(request_threads) == 12
     assert all(name.startswith("mcp-request") for name in request_threads), request_threads
     assert len(set(request_threads)) <= threads
+
+
+def test_the_pool_is_replaced_only_when_asgi_threads_changes(settings: Any) -> None:
+    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "ASGI_THREADS": 3}
+    pool = request_executor()
+    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "PAGE_SIZE": 7}
+    assert request_executor() is pool
+    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "ASGI_THREADS": 1}
+    replaced = request_executor()
+    assert replaced is not pool
+    assert replaced._max_workers == 1
