@@ -207,6 +207,7 @@ def main() -> None:
 
     from benchmarks.fixture import mint_token
     from benchmarks.pages import capture_page_sql, context_for, core_objects, cursor_at, reference_pages
+    from mcp_resources.conf import mcp_settings
     from testproject.library.models import Document
 
     fixture = load_fixture()
@@ -228,7 +229,10 @@ def main() -> None:
         # And with the app's fixed queries unprepared (PREPARED_STATEMENTS off), to show what preparing them gives.
         variants["+up"] = {"MCP_BENCH_PREPARED": "0"}
     # And with more threads: gunicorn's 4 and the default executor's 6 (on two cores), the configuration before.
-    variants["+mt"] = {"MCP_BENCH_ASGI_THREADS": str(MORE_THREADS["asgi"])}
+    variants["+mt"] = {
+        "GUNICORN_CMD_ARGS": f"--threads {MORE_THREADS['wsgi']}",
+        "MCP_BENCH_ASGI_THREADS": str(MORE_THREADS["asgi"]),
+    }
     for suffix in variants:
         ports.update({f"{name}{suffix}": free_port() for name in ("ours-wsgi", "ours-asgi")})
     # Bound to the configured canonical resource URI and, should none be configured, to each server's own URL.
@@ -285,8 +289,6 @@ def main() -> None:
             "1",
             "--worker-class",
             "gthread",
-            "--threads",
-            str(THREADS),
             "--keep-alive",
             "30",
             "--bind",
@@ -336,11 +338,10 @@ def main() -> None:
         bodies[name], headers[name] = bodies[base], headers[base]
         argv[name] = [str(ports[name]) if a == str(ports[base]) else a for a in argv[base]]
         argv[name] = [f"127.0.0.1:{ports[name]}" if a == f"127.0.0.1:{ports[base]}" else a for a in argv[name]]
-    for name in [n for n in variant_of if n.endswith("+mt") and "--threads" in argv[n]]:
-        argv[name][argv[name].index("--threads") + 1] = str(MORE_THREADS["wsgi"])
     envs = {
         "sdk": base_env,
-        "ours-wsgi": {**base_env, "MCP_BENCH_CONN_MAX_AGE": "none"},
+        # gunicorn's threads through its environment, so that a variant (as every variant) is only environment.
+        "ours-wsgi": {**base_env, "MCP_BENCH_CONN_MAX_AGE": "none", "GUNICORN_CMD_ARGS": f"--threads {THREADS}"},
         "ours-asgi": {**base_env, "MCP_BENCH_CONN_MAX_AGE": "none"},
     }
     for name in [n for n in ports if n.startswith("ours-granian")]:
@@ -466,7 +467,7 @@ def main() -> None:
             "targets": TARGETS,
             "token_cache_ttl_of_variants": CACHE_TTL if cache_variants else None,
             "unprepared_variants": "+up" in variants,
-            "threads": {"wsgi": THREADS, "asgi": THREADS},
+            "threads": {"wsgi": THREADS, "asgi": mcp_settings.asgi_threads},
             "more_threads_variants": MORE_THREADS,
             "sql": sql,
         },
