@@ -14,13 +14,13 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 
 from mcp_resources.models import StaticResource
-from mcp_resources.registry import site as resource_site
+from mcp_resources.registries import registry as resource_registry
 
 
 def describe_templates() -> list[dict[str, Any]]:
     """One row per registered template, as the admin page and ``mcp_templates`` show them."""
     rows = []
-    for template in resource_site.templates:
+    for template in resource_registry.templates:
         cls = type(template)
         rows.append(
             {

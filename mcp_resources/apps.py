@@ -1,4 +1,4 @@
-"""App configuration: system checks and autodiscovery of each installed app's ``mcp_resources.py``."""
+"""App configuration: system checks, signal receivers and autodiscovery of each installed app's ``mcp_resources.py``."""
 
 from __future__ import annotations
 
@@ -14,14 +14,11 @@ class SimpleMCPResourcesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from mcp_resources import checks  # noqa: F401 - registers the system checks
-        from mcp_resources.registry import site
-        from mcp_resources.subscriptions.broker import notify_resource_list_changed
-        from mcp_resources.subscriptions.signals import ModelChangeNotifier
+        from mcp_resources import checks, receivers  # noqa: F401 - registers the system checks and receivers
+        from mcp_resources.registries import registry
 
-        site.freeze()
-        ModelChangeNotifier(site).connect()
-        site.add_listener(lambda event, uri: notify_resource_list_changed())
+        registry.freeze()
+        receivers.connect()
 
 
 class MCPResourcesConfig(SimpleMCPResourcesConfig):
@@ -31,6 +28,8 @@ class MCPResourcesConfig(SimpleMCPResourcesConfig):
 
     def ready(self) -> None:
         from django.utils.module_loading import autodiscover_modules
+
+        from mcp_resources import receivers  # noqa: F401 - receivers first: autodiscovered modules may register
 
         autodiscover_modules("mcp_resources")
         super().ready()

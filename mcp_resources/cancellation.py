@@ -1,7 +1,8 @@
 """Per-request cancellation: a client that disconnects cancels the work done for it.
 
-:class:`~mcp_resources.asgi.MCPApplication` attaches a :class:`CancellationToken` to each MCP request it serves and
-cancels it when the ASGI server reports ``http.disconnect`` while the view still runs. Code serving the request
+:class:`~mcp_resources.transport.asgi.MCPEndpoint` attaches a :class:`CancellationToken` to each MCP request it
+serves (through the ASGI scope, which Django's handler keeps on the request) and cancels it when the ASGI server
+reports ``http.disconnect`` while the view still runs. Code serving the request
 asks :func:`is_cancelled` (a ``list()`` callback that runs long should poll it and return early), and code running a
 database query wraps it in :func:`cancellable_queries`: on PostgreSQL a cancellation then stops the running
 statement at once (psycopg's connection ``cancel``, which is safe from another thread) and the block raises
@@ -18,23 +19,22 @@ import contextlib
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
+from mcp_resources.exceptions import RequestCancelled
+
 logger = logging.getLogger("mcp_resources.cancellation")
 
-_ATTRIBUTE = "_mcp_cancellation"
+SCOPE_KEY = "mcp_resources.cancellation"
+"""Where :class:`~mcp_resources.transport.asgi.MCPEndpoint` puts a request's token in its ASGI scope."""
 _QUERY_CANCELED = "57014"  # SQLSTATE query_canceled: a cancel request or a statement timeout
 CANCEL_TIMEOUT_SECONDS = 5.0  # the most one cancel request to PostgreSQL may take
 
 Hook = Callable[[], None]
-
-
-class RequestCancelled(Exception):
-    """The request was cancelled (its client disconnected); the work for it stopped."""
 
 
 class CancellationToken:
@@ -103,16 +103,10 @@ class CancellationToken:
                 self._hooks.remove(hook)
 
 
-def attach(request: Any) -> CancellationToken:
-    """Give ``request`` a new token and return it (done by :class:`~mcp_resources.asgi.MCPApplication`)."""
-    token = CancellationToken()
-    setattr(request, _ATTRIBUTE, token)
-    return token
-
-
 def token_for(request: Any) -> CancellationToken | None:
-    """The token of ``request``, or ``None`` when it was not served through ``MCPApplication``."""
-    token = getattr(request, _ATTRIBUTE, None)
+    """The token of ``request``, or ``None`` when it was not served through ``MCPEndpoint``."""
+    scope = getattr(request, "scope", None)
+    token = scope.get(SCOPE_KEY) if isinstance(scope, dict) else None
     return token if isinstance(token, CancellationToken) else None
 
 
@@ -121,7 +115,7 @@ def is_cancelled(request: Any) -> bool:
 
     A ``list()`` callback that runs long (many backend calls, a slow API) polls this between steps and returns early
     (what it returns is discarded; raising :exc:`RequestCancelled` works too). Always ``False`` for a request not
-    served through :class:`~mcp_resources.asgi.MCPApplication` (WSGI, the test client, management commands).
+    served through :class:`~mcp_resources.transport.asgi.MCPEndpoint` (WSGI, the test client, management commands).
     """
     token = token_for(request)
     return token is not None and token.cancelled
@@ -179,15 +173,22 @@ def _query_canceled(exc: BaseException) -> bool:
     return (getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)) == _QUERY_CANCELED
 
 
-_executor: ThreadPoolExecutor | None = None
-_executor_lock = threading.Lock()
+def cancel(token: CancellationToken) -> None:
+    """Cancel ``token`` now, from the event loop, and stop its running queries from a thread of their own.
+
+    The mark is set at once (the view sees it at its next check). The hooks block on a round trip to the database,
+    so they run in a short-lived thread, never on the loop and never in a pool whose threads may all be busy with
+    the very requests being cancelled. They are called again while the block that registered them still runs:
+    PostgreSQL ignores a cancel request that arrives before it has read the query, so a query sent just as the first
+    one arrived would run on.
+    """
+    token.cancel(run_hooks=False)
+    if token.has_hooks:
+        threading.Thread(target=_run_hooks_until_done, args=(token,), name="mcp-cancel", daemon=True).start()
 
 
-def hook_executor() -> ThreadPoolExecutor:
-    """The threads cancellation hooks run in: never the loop's default executor, whose threads may all be busy
-    with the very views being cancelled."""
-    global _executor
-    with _executor_lock:
-        if _executor is None:
-            _executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="mcp-cancel")
-        return _executor
+def _run_hooks_until_done(token: CancellationToken) -> None:
+    delay = 0.05
+    while token.run_hooks():
+        time.sleep(delay)
+        delay = min(delay * 2, 1.0)

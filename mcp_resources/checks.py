@@ -13,11 +13,13 @@ from django.core.exceptions import FieldDoesNotExist
 from django.db import models
 from django.utils.module_loading import import_string
 
-from mcp_resources.conf import DEFAULTS
+from mcp_resources.access import ACCESS_POLICIES, PUBLIC
+from mcp_resources.conf import DEFAULTS, REMOVED, RENAMED
+from mcp_resources.exceptions import TemplateError
 from mcp_resources.ownership import owner_relation
-from mcp_resources.registry import ResourceRegistry, site
-from mcp_resources.resources import ACCESS_POLICIES, PUBLIC, ModelResourceTemplate, ResourceTemplate
-from mcp_resources.uris import TemplateError, templates_overlap
+from mcp_resources.protocol.uris import templates_overlap
+from mcp_resources.registries import ResourceRegistry, registry
+from mcp_resources.resources import ModelResourceTemplate, ResourceTemplate
 
 NAME_MAX_LENGTH = 128
 
@@ -180,8 +182,16 @@ def check_settings() -> list[checks.CheckMessage]:
     messages: list[checks.CheckMessage] = []
     configured = getattr(settings, "MCP_RESOURCES", None) or {}
     for key in sorted(set(configured) - set(DEFAULTS)):
+        if key in RENAMED:
+            hint: str | None = f"It was renamed {RENAMED[key]!r} (docs/settings.md)."
+        elif key in REMOVED:
+            hint = f"It was removed: {REMOVED[key]}."
+        else:
+            hint = None
         messages.append(
-            checks.Warning(f"Unknown MCP_RESOURCES setting {key!r}.", id="mcp_resources.W001", obj="MCP_RESOURCES")
+            checks.Warning(
+                f"Unknown MCP_RESOURCES setting {key!r}.", hint=hint, id="mcp_resources.W001", obj="MCP_RESOURCES"
+            )
         )
     value = configured.get("AUTHENTICATION_CLASS", DEFAULTS["AUTHENTICATION_CLASS"])
     if isinstance(value, str):
@@ -204,17 +214,12 @@ def check_settings() -> list[checks.CheckMessage]:
                 obj="MCP_RESOURCES",
             )
         )
-    if not isinstance(configured.get("PREPARED_STATEMENTS", DEFAULTS["PREPARED_STATEMENTS"]), bool):
-        messages.append(_setting_error("MCP_RESOURCES['PREPARED_STATEMENTS'] must be True or False.", "E020"))
-    threads = configured.get("ASGI_THREADS", DEFAULTS["ASGI_THREADS"])
-    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
-        messages.append(_setting_error("MCP_RESOURCES['ASGI_THREADS'] must be an integer >= 1.", "E021"))
     return messages
 
 
 @checks.register("mcp_resources")
 def mcp_resources_check(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    return check_templates(site) + check_settings()
+    return check_templates(registry) + check_settings()
 
 
 # OAuth resource server settings (docs/oauth.md) ------------------------------------------------------------
@@ -245,27 +250,9 @@ def _absolute_http_url(value: object) -> bool:
 
 
 def check_auth_settings() -> list[checks.CheckMessage]:
-    """The resource-server settings: subject field, resource URI, scope hierarchy, servers, token cache."""
-    from django.contrib.auth import get_user_model
-
+    """The resource-server settings: resource URI, scope hierarchy, servers, token cache."""
     messages: list[checks.CheckMessage] = []
     configured = getattr(settings, "MCP_RESOURCES", None) or {}
-
-    field = configured.get("SUBJECT_FIELD", DEFAULTS["SUBJECT_FIELD"])
-    user_model = get_user_model()
-    known = (
-        isinstance(field, str)
-        and bool(field)
-        and (_model_field(user_model, field) is not None or hasattr(user_model, field))
-    )
-    if not known:
-        messages.append(
-            _setting_error(
-                f"MCP_RESOURCES['SUBJECT_FIELD'] is {field!r}, not a field of {user_model.__name__}.",
-                "E014",
-                "Name a unique, stable user field such as 'pk' (the default) or 'username'.",
-            )
-        )
 
     resource_uri = configured.get("RESOURCE_URI", DEFAULTS["RESOURCE_URI"])
     if resource_uri not in (None, "") and not _absolute_http_url(resource_uri):
@@ -302,7 +289,7 @@ def check_auth_settings() -> list[checks.CheckMessage]:
             )
         )
 
-    for key in ("TOKEN_CACHE_TTL", "TOKEN_CACHE_SIZE"):
+    for key in ("TOKEN_CACHE_TTL_SECONDS", "TOKEN_CACHE_SIZE"):
         value = configured.get(key, DEFAULTS[key])
         if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
             messages.append(_setting_error(f"MCP_RESOURCES[{key!r}] must be a number >= 0.", "E018"))
@@ -322,7 +309,7 @@ def check_auth_settings() -> list[checks.CheckMessage]:
 
 
 def _check_authorization_server(configured: dict[str, Any]) -> list[checks.CheckMessage]:
-    from mcp_resources.auth import OAuth2Authentication, local_authorization_server_configured
+    from mcp_resources.auth.authentication import OAuth2Authentication, local_authorization_server_configured
     from mcp_resources.conf import mcp_settings
 
     if configured.get("AUTHORIZATION_SERVERS"):

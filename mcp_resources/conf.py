@@ -1,7 +1,7 @@
 """The ``MCP_RESOURCES`` settings dict, read through typed properties that never cache.
 
 Reading on every access keeps ``override_settings`` working in tests; settings are never read at import time.
-Every key is documented in ``docs/settings.md``.
+Every key is documented in ``docs/settings.md``: a duration ends in ``_SECONDS`` or ``_MS``, a size in ``_BYTES``.
 """
 
 from __future__ import annotations
@@ -12,60 +12,74 @@ from django.conf import settings as django_settings
 from django.utils.module_loading import import_string
 
 DEFAULTS: dict[str, Any] = {
+    # The endpoint
     "AUTHENTICATION_CLASS": "mcp_resources.auth.OAuth2Authentication",
     "RESOURCE_URI": None,
     "ALLOWED_ORIGINS": [],
     "MAX_REQUEST_BYTES": 1024 * 1024,
-    "SERVER_NAME": "django-mcp-resources",
-    "SERVER_VERSION": None,
-    "SERVER_TITLE": None,
+    "MAX_RESPONSE_BYTES": 1024 * 1024,
+    "SERVER_INFO": {},
     "INSTRUCTIONS": None,
+    # Listing
     "PAGE_SIZE": 50,
-    "DISCOVER_TTL_MS": 0,
-    "TEMPLATES_TTL_MS": 0,
-    "SESSION_CACHE": "default",
-    "SESSION_TIMEOUT": 24 * 3600,
+    "LIST_DEADLINE_SECONDS": 10.0,
+    "PUBLIC_CACHE_TTL_MS": 0,
     "CURSOR_KEYS": [],
     "CURSOR_TTL_SECONDS": 15 * 60,
-    "PAGE_MAX_BYTES": 1024 * 1024,
-    "RESULT_MAX_BYTES": 1024 * 1024,
-    "LIST_DEADLINE_SECONDS": 10.0,
-    "STATIC_LIST_TTL_MS": 0,
+    # Sessions of protocol 2025-11-25
+    "SESSION_CACHE": "default",
+    "SESSION_TIMEOUT_SECONDS": 24 * 3600,
+    # Subscriptions
     "SUBSCRIPTIONS": True,
     "CHANNEL_LAYER": "default",
     "STREAMS_PER_CALLER": 10,
     "URIS_PER_LISTEN": 100,
-    "STREAM_QUEUE_SIZE": 100,
     "STREAM_SEND_TIMEOUT_SECONDS": 10.0,
-    "KEEPALIVE_SECONDS": 15.0,
+    "STREAM_KEEPALIVE_SECONDS": 15.0,
     # OAuth resource server (docs/oauth.md)
-    "SUBJECT_FIELD": "pk",
+    "AUTHORIZATION_SERVERS": [],
     "ACCEPT_TOKENS_WITHOUT_RESOURCE": False,
     "SCOPE_HIERARCHY": {},
-    "AUTHORIZATION_SERVERS": [],
-    "RESOURCE_NAME": None,
-    "TOKEN_CACHE_TTL": 0,
+    "TOKEN_CACHE_TTL_SECONDS": 0,
     "TOKEN_CACHE_SIZE": 1024,
-    "PREPARED_STATEMENTS": True,
-    "ASGI_THREADS": 2,
 }
 
+RENAMED: dict[str, str] = {
+    "PAGE_MAX_BYTES": "MAX_RESPONSE_BYTES",
+    "RESULT_MAX_BYTES": "MAX_RESPONSE_BYTES",
+    "SERVER_NAME": "SERVER_INFO",
+    "SERVER_VERSION": "SERVER_INFO",
+    "SERVER_TITLE": "SERVER_INFO",
+    "RESOURCE_NAME": "SERVER_INFO",
+    "DISCOVER_TTL_MS": "PUBLIC_CACHE_TTL_MS",
+    "TEMPLATES_TTL_MS": "PUBLIC_CACHE_TTL_MS",
+    "STATIC_LIST_TTL_MS": "PUBLIC_CACHE_TTL_MS",
+    "SESSION_TIMEOUT": "SESSION_TIMEOUT_SECONDS",
+    "KEEPALIVE_SECONDS": "STREAM_KEEPALIVE_SECONDS",
+    "TOKEN_CACHE_TTL": "TOKEN_CACHE_TTL_SECONDS",
+}
+"""Keys of earlier development versions and what replaced them (system check ``mcp_resources.W001`` says so)."""
+
+REMOVED: dict[str, str] = {
+    "SUBJECT_FIELD": "override OAuth2Authentication.get_subject() instead",
+    "STREAM_QUEUE_SIZE": "set the capacity of the channel layer in CHANNEL_LAYERS instead",
+    "PREPARED_STATEMENTS": "psycopg prepares statements itself with server-side binding (docs/performance.md)",
+    "ASGI_THREADS": "the app owns no thread pool any more (docs/deployment.md)",
+}
+"""Keys that no longer exist, and what to do instead."""
+
 MAX_PAGE_SIZE = 100
-MODERN_VERSION = "2026-07-28"
-LEGACY_VERSIONS = ("2025-11-25", "2025-06-18")
-SUPPORTED_VERSIONS = (MODERN_VERSION, *LEGACY_VERSIONS)
+DEFAULT_SERVER_NAME = "django-mcp-resources"
 
 
 class Settings:
     """Typed, uncached access to ``settings.MCP_RESOURCES``."""
 
     def _get(self, key: str) -> Any:
-        user = getattr(django_settings, "MCP_RESOURCES", None) or {}
-        return user.get(key, DEFAULTS[key])
+        configured = getattr(django_settings, "MCP_RESOURCES", None) or {}
+        return configured.get(key, DEFAULTS[key])
 
-    @property
-    def user_keys(self) -> set[str]:
-        return set(getattr(django_settings, "MCP_RESOURCES", None) or {})
+    # The endpoint --------------------------------------------------------------------------------------------
 
     @property
     def authentication_class(self) -> type:
@@ -87,16 +101,22 @@ class Settings:
         return int(self._get("MAX_REQUEST_BYTES"))
 
     @property
+    def max_response_bytes(self) -> int:
+        """The most bytes one result may encode to (a list page is cut to fit)."""
+        return int(self._get("MAX_RESPONSE_BYTES"))
+
+    @property
     def server_info(self) -> dict[str, Any]:
+        """``serverInfo``: ``name`` (default ``django-mcp-resources``), ``version`` (default the app's), ``title``."""
         from mcp_resources import __version__
 
+        configured = dict(self._get("SERVER_INFO") or {})
         info: dict[str, Any] = {
-            "name": str(self._get("SERVER_NAME")),
-            "version": str(self._get("SERVER_VERSION") or __version__),
+            "name": str(configured.get("name") or DEFAULT_SERVER_NAME),
+            "version": str(configured.get("version") or __version__),
         }
-        title = self._get("SERVER_TITLE")
-        if title:
-            info["title"] = str(title)
+        if configured.get("title"):
+            info["title"] = str(configured["title"])
         return info
 
     @property
@@ -104,25 +124,20 @@ class Settings:
         value = self._get("INSTRUCTIONS")
         return str(value) if value else None
 
+    # Listing -------------------------------------------------------------------------------------------------
+
     @property
     def page_size(self) -> int:
         return max(1, min(int(self._get("PAGE_SIZE")), MAX_PAGE_SIZE))
 
     @property
-    def discover_ttl_ms(self) -> int:
-        return max(0, int(self._get("DISCOVER_TTL_MS")))
+    def list_deadline_seconds(self) -> float:
+        return float(self._get("LIST_DEADLINE_SECONDS"))
 
     @property
-    def templates_ttl_ms(self) -> int:
-        return max(0, int(self._get("TEMPLATES_TTL_MS")))
-
-    @property
-    def session_cache(self) -> str:
-        return str(self._get("SESSION_CACHE"))
-
-    @property
-    def session_timeout(self) -> int:
-        return int(self._get("SESSION_TIMEOUT"))
+    def public_cache_ttl_ms(self) -> int:
+        """How long clients may cache answers that are the same for everyone (discover, templates, static lists)."""
+        return max(0, int(self._get("PUBLIC_CACHE_TTL_MS")))
 
     @property
     def cursor_keys(self) -> list[str]:
@@ -132,54 +147,17 @@ class Settings:
     def cursor_ttl_seconds(self) -> int:
         return int(self._get("CURSOR_TTL_SECONDS"))
 
-    # OAuth resource server -----------------------------------------------------------------------------
+    # Sessions (2025-11-25) -----------------------------------------------------------------------------------
 
     @property
-    def subject_field(self) -> str:
-        """The user attribute that becomes ``Principal.subject`` (``"pk"`` by default)."""
-        return str(self._get("SUBJECT_FIELD") or "pk")
+    def session_cache(self) -> str:
+        return str(self._get("SESSION_CACHE"))
 
     @property
-    def accept_tokens_without_resource(self) -> bool:
-        """Accept tokens issued without an RFC 8707 ``resource`` (the MCP spec says no; default False)."""
-        return bool(self._get("ACCEPT_TOKENS_WITHOUT_RESOURCE"))
+    def session_timeout_seconds(self) -> int:
+        return int(self._get("SESSION_TIMEOUT_SECONDS"))
 
-    @property
-    def scope_hierarchy(self) -> dict[str, list[str]]:
-        """Broad scope -> the narrower scopes it implies (expanded transitively)."""
-        value = self._get("SCOPE_HIERARCHY") or {}
-        return {str(k): [str(s) for s in v] for k, v in dict(value).items()}
-
-    @property
-    def authorization_servers(self) -> list[str]:
-        """Issuer URLs for the protected resource metadata; empty means this project's own DOT server."""
-        return [str(url) for url in self._get("AUTHORIZATION_SERVERS") or []]
-
-    @property
-    def resource_name(self) -> str:
-        """``resource_name`` in the protected resource metadata (default: SERVER_TITLE, else SERVER_NAME)."""
-        value = self._get("RESOURCE_NAME") or self._get("SERVER_TITLE") or self._get("SERVER_NAME")
-        return str(value)
-
-    @property
-    def token_cache_ttl(self) -> float:
-        """Seconds a validated token may be served from the per-process cache; 0 disables the cache."""
-        return max(0.0, float(self._get("TOKEN_CACHE_TTL") or 0))
-
-    @property
-    def token_cache_size(self) -> int:
-        """Most tokens held by the per-process cache (least recently used ones are dropped)."""
-        return max(0, int(self._get("TOKEN_CACHE_SIZE") or 0))
-
-    @property
-    def prepared_statements(self) -> bool:
-        """Whether the app's fixed queries run as prepared statements on PostgreSQL (:mod:`mcp_resources.prepared`)."""
-        return bool(self._get("PREPARED_STATEMENTS"))
-
-    @property
-    def asgi_threads(self) -> int:
-        """Threads in which :class:`~mcp_resources.asgi.MCPApplication` runs MCP requests, per process."""
-        return max(1, int(self._get("ASGI_THREADS")))
+    # Subscriptions -------------------------------------------------------------------------------------------
 
     @property
     def subscriptions(self) -> bool:
@@ -198,29 +176,40 @@ class Settings:
         return int(self._get("URIS_PER_LISTEN"))
 
     @property
-    def stream_queue_size(self) -> int:
-        return int(self._get("STREAM_QUEUE_SIZE"))
-
-    @property
-    def stream_send_timeout(self) -> float:
+    def stream_send_timeout_seconds(self) -> float:
         return float(self._get("STREAM_SEND_TIMEOUT_SECONDS"))
 
     @property
-    def keepalive_seconds(self) -> float:
-        return float(self._get("KEEPALIVE_SECONDS"))
+    def stream_keepalive_seconds(self) -> float:
+        return float(self._get("STREAM_KEEPALIVE_SECONDS"))
+
+    # OAuth resource server -----------------------------------------------------------------------------------
 
     @property
-    def max_page_bytes(self) -> int:
-        """The tighter of ``PAGE_MAX_BYTES`` and ``RESULT_MAX_BYTES``."""
-        return min(int(self._get("PAGE_MAX_BYTES")), int(self._get("RESULT_MAX_BYTES")))
+    def authorization_servers(self) -> list[str]:
+        """Issuer URLs for the protected resource metadata; empty means this project's own DOT server."""
+        return [str(url) for url in self._get("AUTHORIZATION_SERVERS") or []]
 
     @property
-    def list_deadline_seconds(self) -> float:
-        return float(self._get("LIST_DEADLINE_SECONDS"))
+    def accept_tokens_without_resource(self) -> bool:
+        """Accept tokens issued without an RFC 8707 ``resource`` (the MCP spec says no; default False)."""
+        return bool(self._get("ACCEPT_TOKENS_WITHOUT_RESOURCE"))
 
     @property
-    def static_list_ttl_ms(self) -> int:
-        return max(0, int(self._get("STATIC_LIST_TTL_MS")))
+    def scope_hierarchy(self) -> dict[str, list[str]]:
+        """Broad scope -> the narrower scopes it implies (expanded transitively)."""
+        value = self._get("SCOPE_HIERARCHY") or {}
+        return {str(k): [str(s) for s in v] for k, v in dict(value).items()}
+
+    @property
+    def token_cache_ttl_seconds(self) -> float:
+        """Seconds a validated token may be served from the per-process cache; 0 disables the cache."""
+        return max(0.0, float(self._get("TOKEN_CACHE_TTL_SECONDS") or 0))
+
+    @property
+    def token_cache_size(self) -> int:
+        """Most tokens held by the per-process cache (least recently used ones are dropped)."""
+        return max(0, int(self._get("TOKEN_CACHE_SIZE") or 0))
 
 
 mcp_settings = Settings()

@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import DEFAULT_DB_ALIAS, models, router
+from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from mcp_resources.precompiled import PrecompiledQuery, rows_together
-from mcp_resources.resources import PROTECTED, PUBLIC
-from mcp_resources.uris import MAX_URI_LENGTH, validate_uri
+from mcp_resources.access import PROTECTED, PUBLIC
+from mcp_resources.protocol.uris import MAX_URI_LENGTH, validate_uri
 
 
 def _validate_uri(value: str) -> None:
@@ -72,42 +71,3 @@ class StaticResource(models.Model):
         if self.binary is not None and len(self.binary):
             return bytes(self.binary)
         return self.text
-
-
-# Listing ----------------------------------------------------------------------------------------------------------
-
-LISTING_FIELDS = ("uri", "name", "title", "description", "mime_type", "access", "required_scopes")
-"""What a listing reads of a static resource (never its contents)."""
-
-
-def _listing_query(limit: int, after: str | None = None, prefix: str = "") -> models.QuerySet[Any]:
-    from mcp_resources.ordering import order_after
-
-    queryset = StaticResource.objects.filter(enabled=True)
-    if prefix:
-        queryset = queryset.filter(uri__startswith=prefix)
-    return order_after(queryset, "uri", after, limit).values_list(*LISTING_FIELDS)
-
-
-_first_listing_page = PrecompiledQuery("static.first", lambda limit: _listing_query(limit), arity=0)
-_next_listing_page = PrecompiledQuery("static.next", lambda limit, after: _listing_query(limit, after), arity=1)
-
-
-def listing_page(after: str | None, limit: int, prefix: str = "", prefetch: Any = None) -> list[StaticResource]:
-    """Enabled static resources in URI byte order strictly after ``after``, at most ``limit``, listing fields only.
-
-    Without a prefix (every first page of every ``resources/list`` starts here) the query is precompiled. A first
-    page's ``prefetch`` (:class:`mcp_resources.inventory.Prefetch`) on the same database is read in the same round
-    trip, and its ``rows`` filled in.
-    """
-    using = router.db_for_read(StaticResource) or DEFAULT_DB_ALIAS
-    if prefix:
-        rows = list(_listing_query(limit, after, prefix).using(using))
-    elif after is None and prefetch is not None and prefetch.using == using:
-        with prefetch.reading():
-            rows, prefetch.rows = rows_together([_first_listing_page.statement(using, [], limit), prefetch.statement])
-    elif after is None:
-        rows = _first_listing_page.rows(using, [], shape=limit)
-    else:
-        rows = _next_listing_page.rows(using, [after], shape=limit)
-    return [StaticResource.from_db(using, LISTING_FIELDS, row) for row in rows]

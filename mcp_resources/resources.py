@@ -1,6 +1,7 @@
 """Resource templates and static resources: what an application declares.
 
 A template is a class with attributes and ``get_*`` hooks, registered with :func:`mcp_resources.register`.
+This module declares; it knows nothing of how listings are paged or how changes are published.
 ``ModelResourceTemplate`` serves records of a Django model through a queryset that is always scoped to the
 caller: declared with ``owner_field``, or computed by an overridden ``get_queryset``. Without either, the base
 ``get_queryset`` returns nothing (fails closed) and a system check refuses it.
@@ -9,25 +10,20 @@ caller: declared with ``owner_field``, or computed by an overridden ``get_querys
 from __future__ import annotations
 
 import base64
-import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
-from urllib.parse import quote
 
 from django.core.exceptions import ObjectDoesNotExist, ValidationError
 from django.db import models
 
+from mcp_resources.access import PROTECTED, PUBLIC
 from mcp_resources.exceptions import ResourceNotFound
-from mcp_resources.ownership import OwnedListing, owner_of, owner_relation
-from mcp_resources.uris import URITemplate, compile_template
+from mcp_resources.ownership import owner_of
+from mcp_resources.protocol.uris import URITemplate, compile_template
 
 if TYPE_CHECKING:
     from django.http import HttpRequest
-
-PUBLIC = "public"
-PROTECTED = "protected"
-ACCESS_POLICIES = (PUBLIC, PROTECTED)
 
 Contents = list[dict[str, Any]]
 
@@ -156,7 +152,7 @@ class ModelResourceTemplate(ResourceTemplate):
 
     Scope: set ``owner_field`` (a foreign key to the user model, or a path of foreign keys ending in one) to serve
     the rows of ``queryset`` (default: every row of ``model``) owned by ``request.user``; or override
-    ``get_queryset``. A declared scope lets listings compile their query once (see docs/resources.md).
+    ``get_queryset``.
 
     Listing cost (both optional): ``name_field`` names the field whose value is the listed ``name`` (default
     ``None``: ``str(obj)``); when it is set and ``get_resource``, ``get_uri`` and ``get_resource_name`` are not
@@ -206,25 +202,6 @@ class ModelResourceTemplate(ResourceTemplate):
                 return self.base_queryset().filter(**{self.owner_field: owner})
         return self.model._default_manager.none()
 
-    def owned_listing(self) -> OwnedListing | None:
-        """The precompiled listing query when the scope is declared (``owner_field`` and no ``get_queryset``)."""
-        try:
-            return self._cached_owned_listing
-        except AttributeError:
-            listing = None
-            plan = self.list_plan()
-            if (
-                self.owner_field is not None
-                and plan is not None
-                and type(self).get_queryset is ModelResourceTemplate.get_queryset
-                and type(self).base_queryset is ModelResourceTemplate.base_queryset
-                and self.model is not None
-                and owner_relation(self.model, self.owner_field) is not None
-            ):
-                listing = OwnedListing(self, plan)
-            self._cached_owned_listing: OwnedListing | None = listing
-            return listing
-
     def get_lookups(self) -> dict[str, str]:
         if self.lookup_fields is not None:
             return dict(self.lookup_fields)
@@ -256,125 +233,9 @@ class ModelResourceTemplate(ResourceTemplate):
             return str(getattr(obj, self.name_field))
         return str(obj)
 
-    def list_plan(self) -> ListPlan | None:
-        """How the listing reads rows without model instances, or ``None`` when it needs them (computed once)."""
-        try:
-            return self._cached_list_plan
-        except AttributeError:
-            self._cached_list_plan: ListPlan | None = _list_plan(self)
-            return self._cached_list_plan
-
     def read(self, request: HttpRequest, uri: str, variables: Any) -> Any:
         obj = self.get_object(request, variables)
         return self.get_contents(request, obj)
-
-
-@dataclass(frozen=True)
-class ListPlan:
-    """A listing that reads value rows: the columns to select and how each resource is built from a row.
-
-    ``columns`` are ``values_list`` names; ``ordering`` gives the indexes of the ordering values in a row,
-    ``name`` the index of the name; ``uri_parts`` are literal strings or ``(index, safe)`` for a variable.
-    """
-
-    columns: tuple[str, ...]
-    ordering: tuple[int, ...]
-    name: int
-    uri_parts: tuple[str | tuple[int, str], ...]
-    mime_type: str | None
-
-    def uri(self, row: Sequence[Any]) -> str:
-        out = []
-        for part in self.uri_parts:
-            if isinstance(part, str):
-                out.append(part)
-            else:
-                value = row[part[0]]
-                # Integers expand to digits and "-" only, which are never percent-encoded.
-                out.append(str(value) if type(value) is int else quote(str(value), safe=part[1]))
-        return "".join(out)
-
-    def resource(self, row: Sequence[Any]) -> dict[str, Any]:
-        resource: dict[str, Any] = {"uri": self.uri(row), "name": str(row[self.name])[:512]}
-        if self.mime_type:
-            resource["mimeType"] = self.mime_type
-        return resource
-
-    def entries(self, rows: Sequence[Sequence[Any]]) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
-        """``(key, resource)`` for each row: what :meth:`resource` builds, specialised for the common URI shape
-        (one literal then one variable, ``learn://documents/{id}``), which a page builds up to 100 times."""
-        at, name_at, mime = self.ordering, self.name, self.mime_type
-        key = operator.itemgetter(*at) if len(at) > 1 else lambda row: (row[at[0]],)
-        literal, variable = self.uri_parts if len(self.uri_parts) == 2 else (None, None)
-        if not (isinstance(literal, str) and isinstance(variable, tuple) and mime):
-            return [(key(row), self.resource(row)) for row in rows]
-        value_at, safe = variable
-        out = []
-        for row in rows:
-            value, name = row[value_at], row[name_at]
-            uri = literal + (str(value) if type(value) is int else quote(str(value), safe=safe))
-            out.append(
-                (
-                    key(row),
-                    {"uri": uri, "name": (name if type(name) is str else str(name))[:512], "mimeType": mime},
-                )
-            )
-        return out
-
-
-def _list_plan(template: ModelResourceTemplate) -> ListPlan | None:
-    cls = type(template)
-    if (
-        template.model is None
-        or template.name_field is None
-        or cls.get_resource is not ModelResourceTemplate.get_resource
-        or cls.get_uri is not ModelResourceTemplate.get_uri
-        or cls.get_resource_name is not ModelResourceTemplate.get_resource_name
-    ):
-        return None
-    from mcp_resources.uris import _RESERVED, _UNRESERVED, Literal
-
-    lookups = template.get_lookups()
-    for path in [*lookups.values(), template.name_field]:
-        # A value row holds a relation's key where the hooks would see the related object: only plain fields.
-        if not _plain_field_path(template.model, path):
-            return None
-    columns: list[str] = []
-
-    def column(name: str) -> int:
-        if name not in columns:
-            columns.append(name)
-        return columns.index(name)
-
-    ordering = tuple(column(name) for name in template.ordering)
-    parts: list[str | tuple[int, str]] = []
-    for part in template.compiled.parts:
-        if isinstance(part, Literal):
-            parts.append(part.text)
-        else:
-            # The same safe characters as URITemplate.expand.
-            safe = _UNRESERVED.replace("\\", "") + (_RESERVED.replace("\\", "") + "%" if part.reserved else "")
-            parts.append((column(lookups[part.name]), safe))
-    name = column(template.name_field)
-    return ListPlan(tuple(columns), ordering, name, tuple(parts), template.mime_type)
-
-
-def _plain_field_path(model: type[models.Model], path: str) -> bool:
-    """Whether ``path`` (``a__b``) ends in a concrete, non-relational field (what ``values_list`` returns as is)."""
-    current: Any = model
-    names = path.split("__")
-    for index, name in enumerate(names):
-        try:
-            field_ = current._meta.pk if name == "pk" else current._meta.get_field(name)
-        except Exception:
-            return False
-        last = index == len(names) - 1
-        if last:
-            return bool(getattr(field_, "concrete", False)) and not field_.is_relation
-        if not field_.is_relation or field_.related_model is None or field_.many_to_many or field_.one_to_many:
-            return False
-        current = field_.related_model
-    return False
 
 
 def _resolve(obj: models.Model, lookup: str) -> Any:

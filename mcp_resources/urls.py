@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 
 from django.urls import URLPattern, path
 
-from mcp_resources.metadata import ProtectedResourceMetadataView
-from mcp_resources.transport import MCPView
+from mcp_resources.transport.metadata import ProtectedResourceMetadataView
+from mcp_resources.transport.views import MCPView
 
 if TYPE_CHECKING:
-    from mcp_resources.registry import ResourceRegistry
+    from mcp_resources.registries import ResourceRegistry
 
 app_name = "mcp_resources"
 

@@ -1,7 +1,8 @@
 """ASGI entry point: ``uvicorn testproject.asgi:application``.
 
-The MCP endpoint is served by :class:`mcp_resources.asgi.MCPApplication` (one thread hop per request); every
-other path (admin, OAuth) goes through Django's own ASGI handler.
+Channels' routers send the MCP path to :class:`mcp_resources.transport.asgi.MCPEndpoint`, which serves the
+subscription streams on the event loop and hands every other MCP request to Django's own ASGI handler (the
+middleware stack included). Every other path (admin, OAuth) goes straight to Django.
 """
 
 from __future__ import annotations
@@ -12,8 +13,18 @@ from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "testproject.settings")
 
-django_application = get_asgi_application()
+django_asgi_app = get_asgi_application()
 
-from mcp_resources.asgi import MCPApplication  # noqa: E402 - needs the app registry loaded above
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402 - after the app registry is loaded
+from django.urls import path, re_path  # noqa: E402
 
-application = MCPApplication(django_application, path="/mcp")
+from mcp_resources.transport.asgi import MCPEndpoint  # noqa: E402
+
+mcp_endpoint = MCPEndpoint.as_asgi(django_asgi_app)
+
+application = ProtocolTypeRouter(
+    {
+        "http": URLRouter([path("mcp", mcp_endpoint), re_path(r"", django_asgi_app)]),
+        "lifespan": mcp_endpoint,
+    }
+)

@@ -148,10 +148,9 @@ OAUTH2_PROVIDER = {
 }
 
 MCP_RESOURCES: dict[str, object] = {
-    "SERVER_NAME": "django-mcp-resources demo",
+    "SERVER_INFO": {"name": "django-mcp-resources demo", "title": "Demo library"},
     "RESOURCE_URI": os.environ.get("MCP_RESOURCE_URI", "http://127.0.0.1:8000/mcp"),
     "INSTRUCTIONS": "Documents of the signed-in user, as MCP resources.",
-    "RESOURCE_NAME": "Demo library",
     "SCOPE_HIERARCHY": {"documents": ["documents:read"]},
 }
 

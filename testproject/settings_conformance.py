@@ -9,6 +9,6 @@ INSTALLED_APPS = [app for app in INSTALLED_APPS if app != "testproject.library"]
 
 MCP_RESOURCES = {
     **MCP_RESOURCES,
-    "SERVER_NAME": "django-mcp-resources conformance",
+    "SERVER_INFO": {"name": "django-mcp-resources conformance"},
     "AUTHENTICATION_CLASS": "mcp_resources.auth.NoAuthentication",
 }

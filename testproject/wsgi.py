@@ -1,7 +1,7 @@
 """WSGI entry point: ``gunicorn testproject.wsgi``.
 
-The MCP endpoint is served by :class:`mcp_resources.wsgi.MCPWSGIApplication` (the view without the middleware
-stack, as under ASGI); every other path (admin, OAuth) goes through Django's own WSGI handler.
+Every path, the MCP endpoint included, goes through Django's own WSGI handler and the middleware stack. Under
+WSGI the endpoint serves no subscription streams (they need the ASGI entry point, ``testproject.asgi``).
 """
 
 from __future__ import annotations
@@ -12,8 +12,4 @@ from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "testproject.settings")
 
-django_application = get_wsgi_application()
-
-from mcp_resources.wsgi import MCPWSGIApplication  # noqa: E402 - needs the app registry loaded above
-
-application = MCPWSGIApplication(django_application, path="/mcp")
+application = get_wsgi_application()

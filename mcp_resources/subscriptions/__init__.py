@@ -1,6 +1,6 @@
 """Change notifications: publishing (:func:`notify_resource_updated`, :func:`notify_resource_list_changed`),
-live resources, model signals and the streams that deliver them (``subscriptions/listen`` and the legacy GET
-stream). Fan-out goes through a channel layer: in-memory by default, Redis for several processes."""
+live resources and model saves. Fan-out goes through a channel layer: in-memory by default, Redis for several
+processes. The streams that deliver notifications are transport (:mod:`mcp_resources.transport.streams`)."""
 
 from __future__ import annotations
 

@@ -3,6 +3,9 @@
 Every process that serves streams joins groups on the configured channel layer (``MCP_RESOURCES["CHANNEL_LAYER"]``,
 an alias of ``CHANNEL_LAYERS``). Without ``CHANNEL_LAYERS`` a process-local in-memory layer is used, which
 reaches only streams of the same process: configure ``channels_redis`` for several workers or machines.
+
+Publishing never raises: a failure is logged. Who may receive an update is decided where it is delivered (each
+stream re-checks its caller's access), never here.
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ LIST_CHANGED_GROUP = "mcp_resources.list_changed"
 UPDATED = "mcp.resource.updated"
 LIST_CHANGED = "mcp.resource.list_changed"
 SESSION_CONTROL = "mcp.session.control"
+
+IN_MEMORY_CAPACITY = 100
+"""Messages the fallback in-memory layer buffers per channel (a stream); configure ``CHANNEL_LAYERS`` to change it."""
 
 _local_layer: Any = None
 _local_lock = threading.Lock()
@@ -51,7 +57,7 @@ def get_layer() -> Any:
         if _local_layer is None:
             from channels.layers import InMemoryChannelLayer
 
-            _local_layer = InMemoryChannelLayer(expiry=60, capacity=mcp_settings.stream_queue_size)
+            _local_layer = InMemoryChannelLayer(expiry=60, capacity=IN_MEMORY_CAPACITY)
         return _local_layer
 
 

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from mcp_resources import jsonrpc
+from mcp_resources.protocol import jsonrpc
 from mcp_resources.resources import normalize_contents
 
 if TYPE_CHECKING:

@@ -12,11 +12,14 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from mcp_resources import jsonrpc
-from mcp_resources.conf import MODERN_VERSION, SUPPORTED_VERSIONS
+from mcp_resources.exceptions import HeaderMismatch, InvalidParams, UnsupportedProtocolVersion
+from mcp_resources.protocol.versions import (
+    CLIENT_CAPABILITIES_META,
+    PROTOCOL_VERSION_META,
+    SUPPORTED_VERSIONS,
+    V2026_07_28,
+)
 
-PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
-CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
 NAME_BEARING = {"resources/read": "uri", "tools/call": "name", "prompts/get": "name"}
 
 _SENTINEL = re.compile(r"^=\?base64\?(?P<payload>[A-Za-z0-9+/]*={0,2})\?=$")
@@ -47,38 +50,36 @@ def decode_header_value(value: str | None) -> str | None:
         return None
 
 
-def check_modern_request(request: HttpRequest, method: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def check_stateless_request(request: HttpRequest, method: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """Validate a 2026-07-28 request's ``_meta`` and headers; return ``(version, client capabilities)``.
 
     The order is: required ``_meta`` (-32602), then the headers (-32020), then the version (-32022).
     """
     meta = params.get("_meta")
     if not isinstance(meta, dict):
-        raise jsonrpc.InvalidParams(
+        raise InvalidParams(
             f"params._meta is required and must carry {PROTOCOL_VERSION_META!r} and {CLIENT_CAPABILITIES_META!r}"
         )
     missing = [key for key in (PROTOCOL_VERSION_META, CLIENT_CAPABILITIES_META) if key not in meta]
     if missing:
-        raise jsonrpc.InvalidParams("params._meta is missing required key(s): " + ", ".join(missing))
+        raise InvalidParams("params._meta is missing required key(s): " + ", ".join(missing))
     version = meta[PROTOCOL_VERSION_META]
     capabilities = meta[CLIENT_CAPABILITIES_META]
     version_header = header(request, "MCP-Protocol-Version")
     if version_header is None or version_header != version:
-        raise jsonrpc.HeaderMismatch(
-            "Header mismatch: MCP-Protocol-Version header does not match params._meta protocolVersion"
-        )
+        raise HeaderMismatch("Header mismatch: MCP-Protocol-Version header does not match params._meta protocolVersion")
     method_header = header(request, "Mcp-Method")
     if method_header is None or method_header != method:
-        raise jsonrpc.HeaderMismatch("Header mismatch: Mcp-Method header does not match the request method")
+        raise HeaderMismatch("Header mismatch: Mcp-Method header does not match the request method")
     name_key = NAME_BEARING.get(method)
     if name_key is not None:
         raw_name = header(request, "Mcp-Name")
         if raw_name is None:
-            raise jsonrpc.HeaderMismatch("Header mismatch: Mcp-Name header is required for " + method)
+            raise HeaderMismatch("Header mismatch: Mcp-Name header is required for " + method)
         if decode_header_value(raw_name) != params.get(name_key):
-            raise jsonrpc.HeaderMismatch(f"Header mismatch: Mcp-Name header does not match params.{name_key}")
-    if not isinstance(version, str) or version != MODERN_VERSION:
-        raise jsonrpc.UnsupportedProtocolVersion(
+            raise HeaderMismatch(f"Header mismatch: Mcp-Name header does not match params.{name_key}")
+    if not isinstance(version, str) or version != V2026_07_28:
+        raise UnsupportedProtocolVersion(
             "Unsupported protocol version",
             data={
                 "supported": list(SUPPORTED_VERSIONS),
@@ -86,5 +87,5 @@ def check_modern_request(request: HttpRequest, method: str, params: dict[str, An
             },
         )
     if not isinstance(capabilities, dict):
-        raise jsonrpc.InvalidParams("params._meta clientCapabilities must be an object")
+        raise InvalidParams("params._meta clientCapabilities must be an object")
     return version, capabilities

@@ -1,4 +1,4 @@
-"""Legacy (2025-11-25 / 2025-06-18) sessions: ``Mcp-Session-Id`` bound to the user that initialized it.
+"""Sessions of protocol 2025-11-25 and 2025-06-18: ``Mcp-Session-Id`` bound to the caller that initialized it.
 
 Sessions live in a Django cache (``MCP_RESOURCES["SESSION_CACHE"]``), so every worker sharing that cache
 shares them. Only a SHA-256 digest of the id is used as the cache key. A session presented by another caller
@@ -19,15 +19,28 @@ from django.core.cache import caches
 
 from mcp_resources.conf import mcp_settings
 from mcp_resources.principal import Principal
+from mcp_resources.subscriptions.broker import SESSION_CONTROL, publish, session_group
 
 _SESSION_ID = re.compile(r"^[\x21-\x7e]{1,256}$")
 
 
 @dataclass(frozen=True)
-class LegacySession:
+class Session:
+    """A session: its id, the caller it belongs to, its protocol version; and its ``resources/subscribe`` list."""
+
     id: str
     owner: str
     protocol_version: str
+
+    def subscribe(self, uri: str, limit: int) -> bool:
+        return add_subscription(self.id, uri, limit)
+
+    def unsubscribe(self, uri: str) -> None:
+        remove_subscription(self.id, uri)
+
+    @property
+    def subscriptions(self) -> list[str]:
+        return subscriptions_of(self.id)
 
 
 def owner_of(principal: Principal) -> str:
@@ -41,16 +54,16 @@ def _key(session_id: str) -> str:
     return "mcp_resources:session:" + hashlib.sha256(session_id.encode()).hexdigest()
 
 
-def create_session(principal: Principal, protocol_version: str) -> LegacySession:
+def create_session(principal: Principal, protocol_version: str) -> Session:
     """Mint a session id with 256 bits of randomness, bound to ``principal``."""
-    session = LegacySession(secrets.token_urlsafe(32), owner_of(principal), protocol_version)
+    session = Session(secrets.token_urlsafe(32), owner_of(principal), protocol_version)
     caches[mcp_settings.session_cache].set(
-        _key(session.id), (session.owner, session.protocol_version), mcp_settings.session_timeout
+        _key(session.id), (session.owner, session.protocol_version), mcp_settings.session_timeout_seconds
     )
     return session
 
 
-def get_session(session_id: str, principal: Principal) -> LegacySession | None:
+def get_session(session_id: str, principal: Principal) -> Session | None:
     """The session if it exists and belongs to ``principal``; ``None`` otherwise."""
     if not _SESSION_ID.match(session_id):
         return None
@@ -60,12 +73,10 @@ def get_session(session_id: str, principal: Principal) -> LegacySession | None:
     owner, version = stored
     if not secrets.compare_digest(owner, owner_of(principal)):
         return None
-    return LegacySession(session_id, owner, version)
+    return Session(session_id, owner, version)
 
 
-def end_session(session: LegacySession) -> None:
-    from mcp_resources.subscriptions.broker import SESSION_CONTROL, publish, session_group
-
+def end_session(session: Session) -> None:
     caches[mcp_settings.session_cache].delete_many([_key(session.id), _subscriptions_key(session.id)])
     publish(session_group(session.id), {"type": SESSION_CONTROL, "op": "end"})
 
@@ -75,7 +86,7 @@ def _subscriptions_key(session_id: str) -> str:
 
 
 def subscriptions_of(session_id: str) -> list[str]:
-    """The URIs a legacy session subscribed to with ``resources/subscribe``."""
+    """The URIs a session subscribed to with ``resources/subscribe``."""
     return list(caches[mcp_settings.session_cache].get(_subscriptions_key(session_id)) or [])
 
 
@@ -103,8 +114,6 @@ def _subscriptions_locked(session_id: str, wait: float = 5.0) -> Iterator[None]:
 
 def add_subscription(session_id: str, uri: str, limit: int) -> bool:
     """Record a subscription and tell the session's GET stream (in whichever process serves it)."""
-    from mcp_resources.subscriptions.broker import SESSION_CONTROL, publish, session_group
-
     with _subscriptions_locked(session_id):
         current = subscriptions_of(session_id)
         if uri not in current:
@@ -112,16 +121,16 @@ def add_subscription(session_id: str, uri: str, limit: int) -> bool:
                 return False
             current.append(uri)
             caches[mcp_settings.session_cache].set(
-                _subscriptions_key(session_id), current, mcp_settings.session_timeout
+                _subscriptions_key(session_id), current, mcp_settings.session_timeout_seconds
             )
     publish(session_group(session_id), {"type": SESSION_CONTROL, "op": "subscribe", "uri": uri})
     return True
 
 
 def remove_subscription(session_id: str, uri: str) -> None:
-    from mcp_resources.subscriptions.broker import SESSION_CONTROL, publish, session_group
-
     with _subscriptions_locked(session_id):
         current = [u for u in subscriptions_of(session_id) if u != uri]
-        caches[mcp_settings.session_cache].set(_subscriptions_key(session_id), current, mcp_settings.session_timeout)
+        caches[mcp_settings.session_cache].set(
+            _subscriptions_key(session_id), current, mcp_settings.session_timeout_seconds
+        )
     publish(session_group(session_id), {"type": SESSION_CONTROL, "op": "unsubscribe", "uri": uri})

@@ -1,7 +1,9 @@
-"""The MCP endpoint: one Django view serving 2026-07-28 and the 2025-11-25 / 2025-06-18 legacy sessions.
+"""The MCP endpoint: one Django view serving protocol 2026-07-28 and the 2025-11-25 / 2025-06-18 sessions.
 
-Every failure answers with the status and JSON-RPC error the spec names; nothing escapes as an HTTP 500 and no
-backend detail reaches the client.
+Served by Django's own handlers, WSGI or ASGI, behind the project's middleware. Every failure answers with the
+status and JSON-RPC error the spec names; nothing escapes as an HTTP 500 and no backend detail reaches the client.
+Long-lived streams need an event loop: :class:`~mcp_resources.transport.asgi.MCPEndpoint` serves them with the
+plans this view prepares (:meth:`MCPView.prepare_listen`, :meth:`MCPView.prepare_session_stream`).
 """
 
 from __future__ import annotations
@@ -16,20 +18,38 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
-from mcp_resources import jsonrpc
-from mcp_resources.conf import LEGACY_VERSIONS, MODERN_VERSION, mcp_settings
-from mcp_resources.exceptions import AuthenticationRequired, InsufficientScope
+from mcp_resources.conf import mcp_settings
+from mcp_resources.exceptions import (
+    AuthenticationRequired,
+    CredentialsRejected,
+    InsufficientScope,
+    InternalError,
+    InvalidParams,
+    InvalidRequest,
+    MCPError,
+)
 from mcp_resources.principal import Principal
-from mcp_resources.server import CallContext, MCPServer, default_server, negotiate_version
-from mcp_resources.subscriptions.streams import CredentialsRejected, StreamPlan
-from mcp_resources.transport.headers import PROTOCOL_VERSION_META, check_modern_request, header
+from mcp_resources.protocol import jsonrpc
+from mcp_resources.protocol.versions import PROTOCOL_VERSION_META, SESSION_VERSIONS, V2026_07_28
+from mcp_resources.protocol.versions import negotiate_session_version as negotiate_version
+from mcp_resources.server import CallContext, MCPServer, default_server
+from mcp_resources.transport.headers import check_stateless_request, header
 from mcp_resources.transport.origin import origin_allowed
-from mcp_resources.transport.sessions import create_session, end_session, get_session, owner_of, subscriptions_of
+from mcp_resources.transport.sessions import (
+    Session,
+    create_session,
+    end_session,
+    get_session,
+    owner_of,
+    subscriptions_of,
+)
+from mcp_resources.transport.streams import StreamPlan
 
 logger = logging.getLogger("mcp_resources.transport")
 
 SESSION_HEADER = "Mcp-Session-Id"
-
+FORCED_PRINCIPAL = "_mcp_forced_principal"
+"""The request attribute through which :mod:`mcp_resources.test` authenticates a test request without a token."""
 
 # Results the server builds of strings, integers, booleans and None only: encoded with jsonrpc.dumps_plain.
 # (Not resources/templates/list: a template's annotations may hold floats, such as a priority.)
@@ -48,19 +68,19 @@ def json_response(
     return response
 
 
-def error_response(error: jsonrpc.RPCError, status: int | None = None) -> HttpResponse:
+def error_response(error: MCPError, status: int | None = None) -> HttpResponse:
     return json_response(error.to_response(), status=error.http_status if status is None else status)
 
 
-def is_modern_request(message: jsonrpc.Message, version_header: str | None) -> bool:
-    """True when a request announces the 2026-07-28 wire: the version header or the per-request ``_meta``."""
+def is_stateless_request(message: jsonrpc.Message, version_header: str | None) -> bool:
+    """True when a request announces 2026-07-28: the version header or the per-request ``_meta``."""
     meta = message.params.get("_meta")
-    return version_header == MODERN_VERSION or (isinstance(meta, dict) and PROTOCOL_VERSION_META in meta)
+    return version_header == V2026_07_28 or (isinstance(meta, dict) and PROTOCOL_VERSION_META in meta)
 
 
 def too_large_response() -> HttpResponse:
     """413 with ``-32600``: the request body is over ``MAX_REQUEST_BYTES``."""
-    return error_response(jsonrpc.InvalidRequest("Request body too large", request_id=None), 413)
+    return error_response(InvalidRequest("Request body too large", request_id=None), 413)
 
 
 class MCPView(View):
@@ -83,11 +103,11 @@ class MCPView(View):
             request.get_host()
         except DisallowedHost:
             logger.warning("refused MCP request with a Host not in ALLOWED_HOSTS")
-            return error_response(jsonrpc.InvalidRequest("Invalid Host header", request_id=None), 400)
+            return error_response(InvalidRequest("Invalid Host header", request_id=None), 400)
         origin = request.META.get("HTTP_ORIGIN")
         if origin is not None and not origin_allowed(request, origin):
             logger.warning("refused MCP request from origin %r", origin[:200])
-            return error_response(jsonrpc.InvalidRequest("Origin not allowed", request_id=None), 403)
+            return error_response(InvalidRequest("Origin not allowed", request_id=None), 403)
         return None
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
@@ -98,23 +118,28 @@ class MCPView(View):
             return super().dispatch(request, *args, **kwargs)  # type: ignore[return-value]
         except Exception:
             logger.exception("unexpected error in the MCP endpoint")
-            return error_response(jsonrpc.InternalError(request_id=None), 200)
+            return error_response(InternalError(request_id=None), 200)
 
     def http_method_not_allowed(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         response = HttpResponse(status=405)
-        # DELETE ends a legacy session (with its Mcp-Session-Id); GET streams are served by MCPApplication only.
+        # DELETE ends a session (with its Mcp-Session-Id); its GET stream is served by MCPEndpoint under ASGI.
         response["Allow"] = "POST, DELETE"
         return response
 
     # Authentication --------------------------------------------------------------------------------------
 
     def authenticate(self, request: HttpRequest) -> Principal:
-        authenticator = mcp_settings.authentication_class()
-        principal: Principal = authenticator.authenticate(request)
+        forced = getattr(request, FORCED_PRINCIPAL, None)
+        if forced is not None:
+            principal, user = forced
+            request.user = user
+            request.auth = principal  # type: ignore[attr-defined]
+        else:
+            principal = mcp_settings.authentication_class().authenticate(request)
         request.mcp_principal = principal  # type: ignore[attr-defined]
         return principal
 
-    def auth_failure(self, request: HttpRequest, exc: Exception, request_id: Any = None) -> HttpResponse:
+    def auth_failure(self, request: HttpRequest, exc: Exception) -> HttpResponse:
         """401/403 with the ``WWW-Authenticate`` challenge the authentication class builds."""
         authenticator = mcp_settings.authentication_class()
         response: HttpResponse = authenticator.failure_response(request, exc, self.get_server().registry)
@@ -127,7 +152,7 @@ class MCPView(View):
         try:
             declared = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:
-            return error_response(jsonrpc.InvalidRequest("Invalid Content-Length", request_id=None), 400)
+            return error_response(InvalidRequest("Invalid Content-Length", request_id=None), 400)
         if declared > limit:
             return too_large_response()
         try:
@@ -145,7 +170,7 @@ class MCPView(View):
             return body
         try:
             message = jsonrpc.parse_message(body)
-        except jsonrpc.RPCError as exc:
+        except MCPError as exc:
             return error_response(exc)
         try:
             principal = self.authenticate(request)
@@ -162,42 +187,42 @@ class MCPView(View):
 
         session_id = header(request, SESSION_HEADER)
         version_header = header(request, "MCP-Protocol-Version")
-        # ``initialize`` opens a legacy session unless the request itself is a 2026-07-28 one: there it is a
-        # removed method and falls through to the modern path, which answers 404 + -32601.
-        legacy_initialize = message.method == "initialize" and not is_modern_request(message, version_header)
-        legacy = legacy_initialize or (session_id is not None and version_header != MODERN_VERSION)
+        # ``initialize`` opens a session unless the request itself is a 2026-07-28 one: there it is a removed
+        # method and falls through to the stateless path, which answers 404 + -32601.
+        opens_session = message.method == "initialize" and not is_stateless_request(message, version_header)
+        in_session = opens_session or (session_id is not None and version_header != V2026_07_28)
 
         if message.is_response:
-            if legacy and session_id is not None and get_session(session_id, principal) is not None:
+            if in_session and session_id is not None and get_session(session_id, principal) is not None:
                 return HttpResponse(status=202)
-            return error_response(jsonrpc.InvalidRequest("Clients may not send responses", request_id=None))
+            return error_response(InvalidRequest("Clients may not send responses", request_id=None))
         assert message.method is not None
-        if legacy_initialize:
+        if opens_session:
             return self.initialize(request, message, principal)
-        if legacy:
+        if in_session:
             assert session_id is not None
-            return self.legacy_message(request, message, principal, session_id, version_header)
+            return self.session_message(request, message, principal, session_id, version_header)
         if message.is_notification:
             return HttpResponse(status=202)
         try:
-            version, capabilities = check_modern_request(request, message.method, message.params)
-        except jsonrpc.RPCError as exc:
+            version, capabilities = check_stateless_request(request, message.method, message.params)
+        except MCPError as exc:
             return error_response(exc.with_id(message.id))
         ctx = CallContext(request, version, principal, capabilities)
         return self.run(message, ctx)
 
     def initialize(self, request: HttpRequest, message: jsonrpc.Message, principal: Principal) -> HttpResponse:
         if message.is_notification:
-            return error_response(jsonrpc.InvalidRequest("initialize must be a request", request_id=None), 400)
+            return error_response(InvalidRequest("initialize must be a request", request_id=None), 400)
         requested = message.params.get("protocolVersion")
         if not isinstance(requested, str):
-            error = jsonrpc.InvalidParams("initialize needs a protocolVersion string", request_id=message.id)
+            error = InvalidParams("initialize needs a protocolVersion string", request_id=message.id)
             return error_response(error, 400)
         version = negotiate_version(requested)
         ctx = CallContext(request, version, principal)
         try:
             result = self.get_server().call("initialize", message.params, ctx)
-        except jsonrpc.RPCError as exc:
+        except MCPError as exc:
             return error_response(exc.with_id(message.id), 400)
         session = create_session(principal, version)
         return json_response(
@@ -205,7 +230,7 @@ class MCPView(View):
             headers={SESSION_HEADER: session.id},
         )
 
-    def legacy_message(
+    def session_message(
         self,
         request: HttpRequest,
         message: jsonrpc.Message,
@@ -215,16 +240,16 @@ class MCPView(View):
     ) -> HttpResponse:
         session = get_session(session_id, principal)
         if session is None:
-            return error_response(jsonrpc.InvalidRequest("Session not found", request_id=message.id), 404)
+            return error_response(InvalidRequest("Session not found", request_id=message.id), 404)
         if version_header is not None and version_header != session.protocol_version:
-            if version_header not in LEGACY_VERSIONS:
-                error = jsonrpc.InvalidRequest(f"Unsupported MCP-Protocol-Version: {version_header[:40]}")
+            if version_header not in SESSION_VERSIONS:
+                error = InvalidRequest(f"Unsupported MCP-Protocol-Version: {version_header[:40]}")
                 return error_response(error.with_id(message.id), 400)
-            error = jsonrpc.InvalidRequest("MCP-Protocol-Version does not match the session's version")
+            error = InvalidRequest("MCP-Protocol-Version does not match the session's version")
             return error_response(error.with_id(message.id), 400)
         if message.is_notification:
             return HttpResponse(status=202)
-        ctx = CallContext(request, session.protocol_version, principal, session_id=session.id)
+        ctx = CallContext(request, session.protocol_version, principal, session=session)
         return self.run(message, ctx)
 
     def run(self, message: jsonrpc.Message, ctx: CallContext) -> HttpResponse:
@@ -233,10 +258,10 @@ class MCPView(View):
         try:
             result = self.get_server().call(message.method, message.params, ctx)
         except (AuthenticationRequired, InsufficientScope) as exc:
-            return self.auth_failure(ctx.request, exc, message.id)
-        except jsonrpc.RPCError as exc:
+            return self.auth_failure(ctx.request, exc)
+        except MCPError as exc:
             exc.with_id(message.id)
-            return error_response(exc, exc.http_status if ctx.modern else 200)
+            return error_response(exc, exc.http_status if ctx.stateless else 200)
         encode = jsonrpc.dumps_plain if message.method in PLAIN_RESULTS else jsonrpc.dumps
         return json_response(jsonrpc.result_response(message.id, result), encode=encode)
 
@@ -252,16 +277,16 @@ class MCPView(View):
             return self.auth_failure(request, exc)
         session = get_session(session_id, principal)
         if session is None:
-            return error_response(jsonrpc.InvalidRequest("Session not found", request_id=None), 404)
+            return error_response(InvalidRequest("Session not found", request_id=None), 404)
         end_session(session)
         return HttpResponse(status=204)
 
     def get(self, request: HttpRequest) -> HttpResponse:
-        # A legacy session's GET stream is served by the ASGI application (mcp_resources.asgi); a WSGI
-        # deployment offers no stream, which the 2025-11-25 transport allows (405).
+        # A session's GET stream is served by MCPEndpoint under ASGI; served by Django's handler alone (WSGI) the
+        # endpoint offers no stream, which the 2025-11-25 transport allows (405).
         return self.http_method_not_allowed(request)
 
-    # Streams (prepared here in a worker thread, served by mcp_resources.asgi) -------------------------------
+    # Streams (prepared here in a worker thread, served on the event loop by MCPEndpoint) -----------------------
 
     def _checker(self, request: HttpRequest, protocol_version: str) -> Callable[[str], bool]:
         """Re-authenticate the stream's request and re-check read access to ``uri`` (before each update).
@@ -284,7 +309,7 @@ class MCPView(View):
             return self._prepare_listen(request)
         except Exception:
             logger.exception("unexpected error preparing a listen stream")
-            return error_response(jsonrpc.InternalError(request_id=None), 200)
+            return error_response(InternalError(request_id=None), 200)
 
     def _prepare_listen(self, request: HttpRequest) -> HttpResponse | StreamPlan:
         refused = self.precheck(request)
@@ -295,18 +320,18 @@ class MCPView(View):
             return read
         message, principal = read
         if message.method is None or message.is_notification:
-            return error_response(jsonrpc.InvalidRequest("subscriptions/listen must be a request", request_id=None))
+            return error_response(InvalidRequest("subscriptions/listen must be a request", request_id=None))
         try:
-            version, capabilities = check_modern_request(request, message.method, message.params)
-        except jsonrpc.RPCError as exc:
+            version, capabilities = check_stateless_request(request, message.method, message.params)
+        except MCPError as exc:
             return error_response(exc.with_id(message.id))
         server = self.get_server()
         ctx = CallContext(request, version, principal, capabilities)
         if server.sources() and not principal.authenticated:
-            return self.auth_failure(request, AuthenticationRequired(server.inventory_scopes()), message.id)
+            return self.auth_failure(request, AuthenticationRequired(server.inventory_scopes()))
         try:
             honoured = server.prepare_listen(message.params, ctx)
-        except jsonrpc.RPCError as exc:
+        except MCPError as exc:
             return error_response(exc.with_id(message.id))
         return StreamPlan(
             owner=owner_of(principal),
@@ -319,7 +344,7 @@ class MCPView(View):
         )
 
     def prepare_session_stream(self, request: HttpRequest) -> HttpResponse | StreamPlan:
-        """Validate a legacy session's GET; return the stream's plan or the refusal (405, 401, 404)."""
+        """Validate a session's GET; return the stream's plan or the refusal (405, 401, 404)."""
         refused = self.precheck(request)
         if refused is not None:
             return refused
@@ -330,12 +355,12 @@ class MCPView(View):
             principal = self.authenticate(request)
         except AuthenticationRequired as exc:
             return self.auth_failure(request, exc)
-        session = get_session(session_id, principal)
+        session: Session | None = get_session(session_id, principal)
         if session is None:
-            return error_response(jsonrpc.InvalidRequest("Session not found", request_id=None), 404)
+            return error_response(InvalidRequest("Session not found", request_id=None), 404)
         return StreamPlan(
             owner=owner_of(principal),
-            uris=set(subscriptions_of(session.id)),
+            uris=set(session.subscriptions),
             list_changed=True,
             check=self._checker(request, session.protocol_version),
             session_id=session.id,

@@ -23,7 +23,7 @@ class DocumentResource(ModelResourceTemplate):
     access = "protected"
     ordering = ("created", "id")
     name_field = "title"  # the listed name (Document.__str__ too): listings read no model instances
-    # The caller's scope, declared: the live documents whose owner is request.user. Listings compile it once.
+    # The caller's scope, declared: the live documents whose owner is request.user.
     queryset = Document.objects.filter(deleted_at__isnull=True)
     owner_field = "owner"
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from mcp_resources.operator import call, operator_context
+from mcp_resources.management.caller import call, operator_context
 
 
 class Command(BaseCommand):

@@ -30,7 +30,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from mcp_resources.auth import issue_access_token
+        from mcp_resources.auth.tokens import issue_access_token
 
         user_model = get_user_model()
         try:

@@ -15,7 +15,8 @@ from django.db import router, transaction
 from django.db.models import Model
 from django.db.models.signals import post_delete, post_save
 
-from mcp_resources.registry import ResourceRegistry
+from mcp_resources.models import StaticResource
+from mcp_resources.registries import ResourceRegistry
 from mcp_resources.resources import ModelResourceTemplate
 from mcp_resources.subscriptions.broker import notify_resource_list_changed, notify_resource_updated
 
@@ -43,8 +44,6 @@ class ModelChangeNotifier:
         post_delete.connect(self.changed, dispatch_uid=f"mcp_resources.deleted.{id(self)}", weak=False)
 
     def changed(self, sender: type[Model], instance: Model, **kwargs: Any) -> None:
-        from mcp_resources.models import StaticResource
-
         if kwargs.get("raw"):
             return
         using = kwargs.get("using") or router.db_for_write(sender)

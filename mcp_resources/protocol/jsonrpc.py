@@ -1,8 +1,9 @@
-"""JSON-RPC 2.0 framing for MCP: strict parsing, serialization and the error hierarchy.
+"""JSON-RPC 2.0 framing for MCP: strict parsing and serialization.
 
-Standard library only. The parser is deliberately strict: member names are matched exactly (no case folding),
-duplicate keys are refused, batches are refused and ``id`` must be a string or an integer. Every failure is a
-:class:`RPCError` carrying the JSON-RPC code, a one-sentence message and, when it could be read, the request id.
+The parser is deliberately strict: member names are matched exactly (no case folding), duplicate keys are refused,
+batches are refused and ``id`` must be a string or an integer. Every failure is an
+:class:`~mcp_resources.exceptions.MCPError` carrying the JSON-RPC code, a one-sentence message and, when it could be
+read, the request id.
 """
 
 from __future__ import annotations
@@ -14,115 +15,9 @@ from typing import Any
 
 import orjson
 
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
-LEGACY_RESOURCE_NOT_FOUND = -32002
-HEADER_MISMATCH = -32020
-MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
-UNSUPPORTED_PROTOCOL_VERSION = -32022
+from mcp_resources.exceptions import InvalidParams, InvalidRequest, ParseError
 
 RequestId = str | int
-
-_NO_ID: Any = object()
-
-
-class RPCError(Exception):
-    """A JSON-RPC error response: ``code``, ``message`` and optional ``data``.
-
-    ``http_status`` is the status the HTTP transport answers with in the 2026-07-28 era; legacy sessions answer
-    application errors with 200 as the 2025-11-25 transport does.
-    """
-
-    code: int = INTERNAL_ERROR
-    default_message: str = "Internal error"
-    http_status: int = 200
-
-    def __init__(self, message: str | None = None, *, data: Any = None, request_id: Any = _NO_ID) -> None:
-        self.message = message or self.default_message
-        self.data = data
-        self.request_id = request_id
-        super().__init__(self.message)
-
-    @property
-    def has_id(self) -> bool:
-        return self.request_id is not _NO_ID
-
-    def with_id(self, request_id: RequestId | None) -> RPCError:
-        if not self.has_id:
-            self.request_id = request_id
-        return self
-
-    def to_error(self) -> dict[str, Any]:
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            error["data"] = self.data
-        return error
-
-    def to_response(self) -> dict[str, Any]:
-        return {
-            "jsonrpc": "2.0",
-            "id": self.request_id if self.has_id else None,
-            "error": self.to_error(),
-        }
-
-
-class ParseError(RPCError):
-    code = PARSE_ERROR
-    default_message = "Parse error: Invalid JSON"
-    http_status = 400
-
-
-class InvalidRequest(RPCError):
-    code = INVALID_REQUEST
-    default_message = "Invalid request"
-    http_status = 400
-
-
-class MethodNotFound(RPCError):
-    code = METHOD_NOT_FOUND
-    default_message = "Method not found"
-    http_status = 404
-
-
-class InvalidParams(RPCError):
-    code = INVALID_PARAMS
-    default_message = "Invalid params"
-    http_status = 400
-
-
-class InternalError(RPCError):
-    """A generic failure; details stay in the log. Answered with HTTP 200: the JSON-RPC body carries the error."""
-
-    code = INTERNAL_ERROR
-    default_message = "Internal error"
-
-
-class LegacyResourceNotFound(RPCError):
-    """Resource not found as the 2025-11-25 revision reports it (``-32002``); never sent in 2026-07-28."""
-
-    code = LEGACY_RESOURCE_NOT_FOUND
-    default_message = "Resource not found"
-
-
-class HeaderMismatch(RPCError):
-    code = HEADER_MISMATCH
-    default_message = "Header mismatch"
-    http_status = 400
-
-
-class MissingRequiredClientCapability(RPCError):
-    code = MISSING_REQUIRED_CLIENT_CAPABILITY
-    default_message = "Missing required client capability"
-    http_status = 400
-
-
-class UnsupportedProtocolVersion(RPCError):
-    code = UNSUPPORTED_PROTOCOL_VERSION
-    default_message = "Unsupported protocol version"
-    http_status = 400
 
 
 @dataclass(frozen=True)
@@ -205,7 +100,7 @@ def _valid_id(value: Any) -> bool:
 
 
 def parse_message(body: bytes) -> Message:
-    """Parse one JSON-RPC message from an HTTP body, raising :class:`RPCError` subclasses on any defect."""
+    """Parse one JSON-RPC message from an HTTP body; raise an :class:`~mcp_resources.exceptions.MCPError` if bad."""
     payload = loads(body)
     if isinstance(payload, list):
         raise InvalidRequest("Batch requests are not supported", request_id=None)

@@ -4,7 +4,7 @@ The MCP endpoint has one canonical resource URI: ``MCP_RESOURCES["RESOURCE_URI"]
 URL the request was made to. Tokens must carry it as their audience, and the metadata document names it as
 ``resource``. The document is served at the path-inserted well-known URL of that URI
 (``/.well-known/oauth-protected-resource/mcp`` for ``/mcp``) and at the root one; mount both with
-:func:`mcp_resources.urls.well_known_urlpatterns`.
+:func:`mcp_resources.urls.well_known_urlpatterns` (the view is :mod:`mcp_resources.transport.metadata`).
 
 This module does not import ``oauth2_provider``: the authorization servers come from the authentication class.
 """
@@ -16,15 +16,14 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.utils.decorators import method_decorator
-from django.views import View
-from django.views.decorators.csrf import csrf_exempt
+from django.http import HttpRequest
 
 from mcp_resources.conf import mcp_settings
+from mcp_resources.models import StaticResource
+from mcp_resources.registries import registry as default_registry
 
 if TYPE_CHECKING:
-    from mcp_resources.registry import ResourceRegistry
+    from mcp_resources.registries import ResourceRegistry
 
 WELL_KNOWN_PATH = "/.well-known/oauth-protected-resource"
 
@@ -80,10 +79,7 @@ def scopes_supported(registry: ResourceRegistry | None = None) -> list[str]:
 
     ``offline_access`` is never advertised. Admin ``StaticResource`` rows count when they are enabled.
     """
-    from mcp_resources.models import StaticResource
-    from mcp_resources.registry import site
-
-    registry = registry or site
+    registry = registry or default_registry
     found: set[str] = set()
     for template in registry.templates:
         found.update(template.scopes)
@@ -114,28 +110,5 @@ def protected_resource_metadata(
         "authorization_servers": servers,
         "scopes_supported": scopes_supported(registry),
         "bearer_methods_supported": ["header"],
-        "resource_name": mcp_settings.resource_name,
+        "resource_name": mcp_settings.server_info.get("title") or mcp_settings.server_info["name"],
     }
-
-
-@method_decorator(csrf_exempt, name="dispatch")
-class ProtectedResourceMetadataView(View):
-    """``GET /.well-known/oauth-protected-resource[/<endpoint path>]``: the RFC 9728 document as JSON."""
-
-    endpoint_path: str = "mcp"
-    registry: ResourceRegistry | None = None
-    http_method_names = ["get", "head", "options"]
-
-    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        document = protected_resource_metadata(request, self.endpoint_path, self.registry)
-        response = JsonResponse(document) if document is not None else JsonResponse({"error": "not_found"}, status=404)
-        # Browser-based MCP clients fetch this document cross-origin (as django-oauth-toolkit's own view allows).
-        response["Access-Control-Allow-Origin"] = "*"
-        return response
-
-    def options(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        response = HttpResponse(status=204)
-        response["Access-Control-Allow-Origin"] = "*"
-        response["Access-Control-Allow-Methods"] = "GET, OPTIONS"
-        response["Access-Control-Allow-Headers"] = "MCP-Protocol-Version"
-        return response

@@ -3,9 +3,9 @@
 The authentication class is pluggable (``MCP_RESOURCES["AUTHENTICATION_CLASS"]``). The default,
 :class:`OAuth2Authentication`, makes the endpoint an OAuth 2.1 resource server on django-oauth-toolkit: it
 validates the access token, checks its audience (RFC 8707) against the canonical resource URI, sets
-``request.user`` and ``request.auth`` and returns a :class:`Principal` (the token's row is read by
-:mod:`mcp_resources.tokenlookup`). A token in the query string or body is never looked at, a received token is
-never passed anywhere, and no log line contains one.
+``request.user`` and ``request.auth`` and returns a :class:`Principal`. The token itself is validated by
+django-oauth-toolkit's ``OAUTH2_VALIDATOR_CLASS`` (``validate_bearer_token``), the decision it owns. A token in the
+query string or body is never looked at, a received token is never passed anywhere, and no log line contains one.
 
 The class also answers the questions the rest of the app asks about authorization: which authorization servers
 protect the endpoint (for the protected resource metadata) and what a 401/403 answer looks like.
@@ -26,25 +26,23 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from django.contrib.auth.models import AnonymousUser
 from django.http import HttpResponse
-from django.utils import timezone
 
-from mcp_resources import tokenlookup
-from mcp_resources.conf import mcp_settings
-from mcp_resources.exceptions import AuthenticationRequired, InsufficientScope
-from mcp_resources.metadata import (
+from mcp_resources.auth.metadata import (
     canonical_resource_uri,
     challenge_scopes,
     normalize_resource_uri,
     resource_metadata_url,
     scopes_supported,
 )
+from mcp_resources.auth.tokencache import CachedToken, token_cache
+from mcp_resources.conf import mcp_settings
+from mcp_resources.exceptions import AuthenticationRequired, InsufficientScope
 from mcp_resources.principal import ANONYMOUS, Principal
-from mcp_resources.tokencache import CachedToken, token_cache
 
 if TYPE_CHECKING:
     from django.http import HttpRequest
 
-    from mcp_resources.registry import ResourceRegistry
+    from mcp_resources.registries import ResourceRegistry
 
 logger = logging.getLogger("mcp_resources.auth")
 
@@ -200,7 +198,7 @@ class OAuth2Authentication(BaseAuthentication):
     A token is accepted when django-oauth-toolkit finds it valid (known, not expired, application usable), its
     ``resource`` includes the canonical resource URI (or it has none and ``ACCEPT_TOKENS_WITHOUT_RESOURCE`` is
     on), its user is active and that user's subject is valid. Validated tokens may be served from the bounded
-    cache of :mod:`mcp_resources.tokencache` for ``TOKEN_CACHE_TTL`` seconds.
+    cache of :mod:`mcp_resources.auth.tokencache` for ``TOKEN_CACHE_TTL_SECONDS``.
     """
 
     def authenticate(self, request: HttpRequest) -> Principal:
@@ -210,13 +208,12 @@ class OAuth2Authentication(BaseAuthentication):
         if token is None:
             return ANONYMOUS
         key = hashlib.sha256(token.encode("ascii")).hexdigest()
-        entry = token_cache.get(key) if mcp_settings.token_cache_ttl > 0 else None
+        ttl = mcp_settings.token_cache_ttl_seconds
+        entry = token_cache.get(key) if ttl > 0 else None
         cached = entry is not None
         if entry is None:
             entry = self.validate(request, token, key)
-            ttl = mcp_settings.token_cache_ttl
             if ttl > 0:
-                _connect_eviction_signals()
                 # The cache keeps its own copy of the user: this request may change the one it is given.
                 kept = dataclasses.replace(entry, user=copy.copy(entry.user))
                 token_cache.put(key, kept, ttl, mcp_settings.token_cache_size)
@@ -236,19 +233,11 @@ class OAuth2Authentication(BaseAuthentication):
         return principal
 
     def validate(self, request: HttpRequest, token: str, key: str) -> CachedToken:
-        """Validate ``token`` against django-oauth-toolkit's tokens; raise :class:`AuthenticationRequired` if not.
+        """Validate ``token`` with django-oauth-toolkit's validator; raise :class:`AuthenticationRequired` if not.
 
-        With django-oauth-toolkit's default validator the token is read with one narrow precompiled query
-        (:mod:`mcp_resources.tokenlookup`) and held to the same rules (known, not expired); otherwise the
-        configured validator class decides.
+        ``OAUTH2_VALIDATOR_CLASS().validate_bearer_token`` decides (known, not expired, application usable, resource
+        allowed); the exact audience check follows in :meth:`check_audience`.
         """
-        if tokenlookup.fast_path_available():
-            row = tokenlookup.find_token(key)
-            if row is None:
-                self.refuse(key, "unknown or revoked token")
-            if row.expires is None or timezone.now() >= row.expires:
-                self.refuse(key, "expired token", row.client_id)
-            return self.accepted(key, row.user, row.client_id, row.scope, row.resource, row.expires)
         from oauth2_provider.settings import oauth2_settings
         from oauthlib.common import Request as OAuthRequest
 
@@ -288,10 +277,8 @@ class OAuth2Authentication(BaseAuthentication):
         )
 
     def get_subject(self, user: Any) -> str | None:
-        """The stable user id: ``str(user.pk)``, or the ``SUBJECT_FIELD`` attribute. Override to compute it."""
-        field = mcp_settings.subject_field
-        value = user.pk if field == "pk" else getattr(user, field, None)
-        return None if value is None else str(value)
+        """The stable user id that becomes ``Principal.subject``: ``str(user.pk)``. Override to use another field."""
+        return None if user.pk is None else str(user.pk)
 
     def check_audience(self, request: HttpRequest, entry: CachedToken, key: str) -> tuple[str, ...]:
         """RFC 8707: the token's ``resource`` must include this server's canonical resource URI."""
@@ -341,69 +328,3 @@ def local_authorization_server_configured() -> bool:
     except NoReverseMatch:
         return False
     return True
-
-
-_eviction_connected = False
-
-
-def _connect_eviction_signals() -> None:
-    """Evict a cached token as soon as this process deletes or changes it (revocation, refresh, admin)."""
-    global _eviction_connected
-    if _eviction_connected:
-        return
-    from django.contrib.auth import get_user_model
-    from django.db.models.signals import post_delete, post_save
-    from oauth2_provider.models import get_access_token_model
-
-    model = get_access_token_model()
-    post_save.connect(_evict, sender=model, dispatch_uid="mcp_resources.auth.evict_saved")
-    post_delete.connect(_evict, sender=model, dispatch_uid="mcp_resources.auth.evict_deleted")
-    user_model = get_user_model()
-    post_save.connect(_evict_user, sender=user_model, dispatch_uid="mcp_resources.auth.evict_user_saved")
-    post_delete.connect(_evict_user, sender=user_model, dispatch_uid="mcp_resources.auth.evict_user_deleted")
-    _eviction_connected = True
-
-
-def _evict(sender: Any, instance: Any, **kwargs: Any) -> None:
-    checksum = getattr(instance, "token_checksum", None)
-    if checksum:
-        token_cache.discard(str(checksum))
-
-
-def _evict_user(sender: Any, instance: Any, **kwargs: Any) -> None:
-    token_cache.discard_user(instance.pk)
-
-
-def issue_access_token(user: Any, scope: str, resource: list[str], expires_in: int, application_name: str) -> str:
-    """Create a django-oauth-toolkit access token for ``user`` (development aid for ``mcp_token``).
-
-    The token is issued to a public authorization-code application named ``application_name`` (created on
-    first use) and bound to ``resource``. It is stored hashed when django-oauth-toolkit is configured so.
-    """
-    import secrets
-    from datetime import timedelta
-
-    from django.utils import timezone
-    from oauth2_provider.models import get_access_token_model, get_application_model, set_token_value
-
-    application_model = get_application_model()
-    application, _ = application_model.objects.get_or_create(
-        name=application_name,
-        defaults={
-            "client_type": application_model.CLIENT_PUBLIC,
-            "authorization_grant_type": application_model.GRANT_AUTHORIZATION_CODE,
-            "redirect_uris": "http://127.0.0.1/callback",
-            "skip_authorization": False,
-        },
-    )
-    raw = secrets.token_urlsafe(32)
-    access_token = get_access_token_model()(
-        user=user,
-        application=application,
-        scope=" ".join(scope.split()),
-        expires=timezone.now() + timedelta(seconds=expires_in),
-        resource=list(resource),
-    )
-    set_token_value(access_token, raw)
-    access_token.save()
-    return raw

@@ -1,9 +1,9 @@
 """RFC 6570 level-1 URI templates (``{var}`` and ``{+var}``): compile, expand, match, literal prefix, overlap.
 
-No Django imports. Templates are compiled once. Matching never backtracks: a template with one variable is an
-anchored regular expression with a single quantifier; with several variables (whose values may contain the
-literal text between them, so a backtracking regex would take O(n**k) steps) a dynamic programme over the URI
-finds the same greedy match in O(len(uri) * len(template)).
+No Django imports but the exception module. Templates are compiled once. Matching never backtracks: a template
+with one variable is an anchored regular expression with a single quantifier; with several variables (whose values
+may contain the literal text between them, so a backtracking regex would take O(n**k) steps) a dynamic programme
+over the URI finds the same greedy match in O(len(uri) * len(template)).
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache, cached_property
 from urllib.parse import quote, unquote
+
+from mcp_resources.exceptions import TemplateError
 
 MAX_URI_LENGTH = 2048
 
@@ -27,10 +29,6 @@ _EXPRESSION = re.compile(r"\{([^{}]*)\}")
 # but whitespace and the template delimiters.
 SIMPLE_CLASS = f"[^{_RESERVED}\\s{{}}]"
 RESERVED_CLASS = "[^\\s{}]"
-
-
-class TemplateError(ValueError):
-    """A URI template that is not valid RFC 6570 level 1 (plus ``{+var}``)."""
 
 
 @dataclass(frozen=True)

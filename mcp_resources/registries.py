@@ -1,8 +1,10 @@
 """The resource registry: templates (fixed at startup) and code-registered static resources (runtime).
 
-Like ``django.contrib.admin.site``, a default registry (:data:`site`) is filled by autodiscovering each
-installed app's ``mcp_resources.py`` and frozen when the app registry is ready. Further registries can be
-created for tests or for a second endpoint.
+Like ``django.contrib.admin.site``, a default registry (:data:`registry`; :data:`site` is the same object under
+its former name) is filled by autodiscovering each installed app's ``mcp_resources.py`` and frozen when the app
+registry is ready. Further registries can be created for tests or for a second endpoint. Registering or removing a
+static resource sends :data:`~mcp_resources.signals.resource_registered` or
+:data:`~mcp_resources.signals.resource_unregistered`.
 """
 
 from __future__ import annotations
@@ -11,9 +13,11 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from mcp_resources.access import ACCESS_POLICIES, PUBLIC
 from mcp_resources.exceptions import AlreadyRegistered, NotRegistered, RegistryFrozen
-from mcp_resources.resources import PUBLIC, RegisteredResource, ResourceTemplate
-from mcp_resources.uris import validate_uri
+from mcp_resources.protocol.uris import validate_uri
+from mcp_resources.resources import RegisteredResource, ResourceTemplate
+from mcp_resources.signals import resource_registered, resource_unregistered
 
 T = TypeVar("T", bound=type[ResourceTemplate])
 
@@ -27,7 +31,6 @@ class ResourceRegistry:
         self._resources: dict[str, RegisteredResource] = {}
         self._frozen = False
         self._lock = threading.RLock()
-        self._listeners: list[Callable[[str, str], None]] = []
 
     def __repr__(self) -> str:
         return f"<ResourceRegistry {self.name!r}: {len(self._registry)} templates>"
@@ -107,7 +110,7 @@ class ResourceRegistry:
     ) -> Callable[[], None]:
         """Register (or replace) a static resource; returns a function that unregisters it."""
         validate_uri(uri)
-        if access not in ("public", "protected"):
+        if access not in ACCESS_POLICIES:
             raise ValueError("access must be 'public' or 'protected'")
         if not name:
             raise ValueError("a resource needs a name")
@@ -123,45 +126,26 @@ class ResourceRegistry:
             subscribe=subscribe,
             size=size,
         )
-        from mcp_resources.subscriptions.broker import notify_resource_updated
-        from mcp_resources.subscriptions.live import LiveSubscription
-
-        live = LiveSubscription(resource, notify_resource_updated)
-        resource.live = live
         with self._lock:
             previous = self._resources.get(uri)
             self._resources[uri] = resource
-        if previous is not None:
-            self._stop_live(previous)  # the previous teardown runs first; the baseline starts afresh
-        live.start()
-        self._emit("registered", uri)
+        resource_registered.send(sender=type(self), registry=self, resource=resource, previous=previous)
 
         def unregister() -> None:
             with self._lock:
                 if self._resources.get(uri) is not resource:
                     return
                 del self._resources[uri]
-            self._stop_live(resource)
-            self._emit("unregistered", uri)
+            resource_unregistered.send(sender=type(self), registry=self, resource=resource)
 
         return unregister
-
-    def _stop_live(self, resource: RegisteredResource) -> None:
-        if resource.live is not None:
-            resource.live.stop()
-
-    def live_subscription(self, uri: str) -> Any:
-        """The push state of the code-registered resource at ``uri`` (for tests and diagnostics)."""
-        resource = self._resources.get(uri)
-        return resource.live if resource is not None else None
 
     def unregister_resource(self, uri: str) -> None:
         with self._lock:
             resource = self._resources.pop(uri, None)
             if resource is None:
                 raise NotRegistered(f"no static resource {uri!r} is registered")
-        self._stop_live(resource)
-        self._emit("unregistered", uri)
+        resource_unregistered.send(sender=type(self), registry=self, resource=resource)
 
     def get_resource(self, uri: str) -> RegisteredResource | None:
         return self._resources.get(uri)
@@ -171,23 +155,19 @@ class ResourceRegistry:
             items = sorted(self._resources.values(), key=lambda r: r.uri.encode())
         return iter(items)
 
-    def add_listener(self, listener: Callable[[str, str], None]) -> None:
-        """Call ``listener(event, uri)`` when static resources are registered or unregistered."""
-        self._listeners.append(listener)
 
-    def _emit(self, event: str, uri: str) -> None:
-        for listener in list(self._listeners):
-            listener(event, uri)
+registry = ResourceRegistry()
+"""The default registry, filled from each installed app's ``mcp_resources.py``."""
 
-
-site = ResourceRegistry()
+site = registry
+"""The default registry under its former name."""
 
 
 def register(template_class: T) -> T:
     """Register a template class in the default registry; usable as a class decorator."""
-    return site.register(template_class)
+    return registry.register(template_class)
 
 
 def register_resource(uri: str, name: str, get: Callable[[], Any], **kwargs: Any) -> Callable[[], None]:
     """Register a static resource in the default registry; returns its unregister function."""
-    return site.register_resource(uri, name, get, **kwargs)
+    return registry.register_resource(uri, name, get, **kwargs)

@@ -1,7 +1,7 @@
 """A bounded per-process cache of validated access tokens.
 
-Validating a bearer token reads it from the database (one narrow query, :mod:`mcp_resources.tokenlookup`). With
-``MCP_RESOURCES["TOKEN_CACHE_TTL"] = T`` (seconds, default 0: off) a validated token is kept for at most ``T``
+Validating a bearer token reads it from the database (django-oauth-toolkit's validator). With
+``MCP_RESOURCES["TOKEN_CACHE_TTL_SECONDS"] = T`` (default 0: off) a validated token is kept for at most ``T``
 seconds, and never past the token's own expiry, in a least-recently-used map of at most
 ``TOKEN_CACHE_SIZE`` entries.
 
@@ -10,7 +10,7 @@ An entry is only ever found by presenting the token whose digest it is, so no to
 token's principal. The token itself is never stored.
 
 Revocation bound: a token revoked (deleted, or changed) in *this* process is evicted at once, and so are the
-tokens of a user saved or deleted in this process (model signals, wired by :mod:`mcp_resources.auth`). A revocation
+tokens of a user saved or deleted in this process (model signals, :mod:`mcp_resources.receivers`). A revocation
 made elsewhere (another worker, another machine, a raw SQL delete) is noticed within ``T`` seconds: every entry is
 dropped ``T`` seconds after it was validated against the database. An expired token is refused at its expiry in
 every case.

@@ -3,7 +3,7 @@
 A cursor binds the method, the prefix, a fingerprint of the caller (subject, client id, scopes, audience), a
 fingerprint of the registered sources, the position and the time of the first page. Any failure (length,
 encoding, key, tag, binding, expiry) raises the single :class:`InvalidCursor`; callers never learn which check
-failed. No Django models are imported here.
+failed. Nothing of Django is imported here but the exception module.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from typing import Any
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from mcp_resources.exceptions import InvalidCursor
+
 VERSION = 2  # 2: the binding is sealed as one digest
 MAX_CURSOR_LENGTH = 4096
 _KID_LEN = 4
@@ -39,27 +41,8 @@ _FROM_URLSAFE = bytes.maketrans(b"-_", b"+/")
 _TO_URLSAFE = bytes.maketrans(b"+/", b"-_")
 
 
-def _refuse(value: object) -> Any:
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
-
-# The C encoder that ``JSONEncoder.encode`` builds anew on every call, built once (same output).
-_make_c_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
-_c_encode = (
-    _make_c_encoder(None, _refuse, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, False)
-    if _make_c_encoder is not None
-    else None
-)
-
-
 def _dumps(payload: dict[str, Any]) -> bytes:
-    if _c_encode is None:  # pragma: no cover - CPython always has the C encoder
-        return _ENCODER.encode(payload).encode()
-    return "".join(_c_encode(payload, 0)).encode()
-
-
-class InvalidCursor(Exception):
-    """The cursor cannot be used: tampered, truncated, foreign, expired or from another traversal."""
+    return _ENCODER.encode(payload).encode()
 
 
 @dataclass(frozen=True)

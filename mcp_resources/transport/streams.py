@@ -1,10 +1,10 @@
-"""Long-lived SSE streams on the event loop: ``subscriptions/listen`` (2026-07-28) and a legacy session's GET.
+"""Long-lived SSE streams on the event loop: ``subscriptions/listen`` (2026-07-28) and a session's GET (2025-11-25).
 
 A stream holds no thread: it waits on its channel of the channel layer, on the client's disconnect and on a
 keep-alive timer. Thread hops happen only to re-check the caller's access before each ``updated`` notification.
-Limits: ``STREAMS_PER_CALLER`` per process, ``URIS_PER_LISTEN`` per stream, ``STREAM_QUEUE_SIZE`` messages buffered
-per stream by the in-memory layer (the Redis layer has its own capacity); a client that stops reading is ended
-once a write waits longer than ``STREAM_SEND_TIMEOUT_SECONDS``, so memory stays flat.
+Limits: ``STREAMS_PER_CALLER`` per process, ``URIS_PER_LISTEN`` per stream, the channel layer's ``capacity`` of
+messages buffered per stream; a client that stops reading is ended once a write waits longer than
+``STREAM_SEND_TIMEOUT_SECONDS``, so memory stays flat.
 
 A stream keeps one receive pending across keep-alives (a cancelled receive can lose a message with channels-redis),
 joins its groups again every half ``group_expiry`` of the layer (layers forget members after it), and ends with the
@@ -25,13 +25,14 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.core import signals
 
-from mcp_resources import jsonrpc
 from mcp_resources.conf import mcp_settings
+from mcp_resources.exceptions import CredentialsRejected, InternalError, InvalidRequest, MCPError, StreamClosed
+from mcp_resources.protocol import jsonrpc
+from mcp_resources.protocol.versions import SUBSCRIPTION_ID_META
 from mcp_resources.subscriptions import broker
 
 logger = logging.getLogger("mcp_resources.subscriptions")
 
-SUBSCRIPTION_ID_META = "io.modelcontextprotocol/subscriptionId"
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache, no-transform"),
@@ -42,7 +43,7 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 
 _open_streams: Counter[str] = Counter()
-_session_streams: Counter[str] = Counter()  # open GET streams of each legacy session, in this process
+_session_streams: Counter[str] = Counter()  # open GET streams of each session, in this process
 _active: set[asyncio.Task[Any]] = set()
 DEFAULT_GROUP_EXPIRY = 86400
 RECEIVE_ATTEMPTS = 3
@@ -56,30 +57,19 @@ class StreamPlan:
     uris: set[str]
     list_changed: bool
     check: Callable[[str], bool]
-    subscription_id: Any = None  # the listen request's id (2026-07-28); None for a legacy GET stream
+    subscription_id: Any = None  # the listen request's id (2026-07-28); None for a session's GET stream
     honoured: dict[str, Any] = field(default_factory=dict)
     session_id: str | None = None
     expires_at: float | None = None
     extra_headers: list[tuple[bytes, bytes]] = field(default_factory=list)
-    # A legacy session's current subscriptions, re-read once the stream has joined its session group: a
+    # A session's current subscriptions, re-read once the stream has joined its session group: a
     # ``resources/subscribe`` that ran between building this plan and joining the group is not lost.
     resync: Callable[[], list[str]] | None = None
 
     @property
-    def modern(self) -> bool:
+    def stateless(self) -> bool:
+        """A ``subscriptions/listen`` stream (2026-07-28), as opposed to a session's GET stream."""
         return self.session_id is None
-
-
-class StreamClosed(Exception):
-    """The client went away or stopped reading."""
-
-
-class CredentialsRejected(Exception):
-    """Raised by a plan's ``check`` when the stream's credentials are no longer accepted (a revoked token)."""
-
-
-def open_stream_count(owner: str) -> int:
-    return _open_streams[owner]
 
 
 def event(payload: dict[str, Any]) -> bytes:
@@ -111,14 +101,14 @@ class Stream:
         try:
             await asyncio.wait_for(
                 self.send({"type": "http.response.body", "body": data, "more_body": True}),
-                mcp_settings.stream_send_timeout,
+                mcp_settings.stream_send_timeout_seconds,
             )
         except (TimeoutError, OSError) as exc:
             raise StreamClosed() from exc
 
     def notification(self, method: str, params: dict[str, Any] | None = None) -> bytes:
         params = dict(params or {})
-        if self.plan.modern:
+        if self.plan.stateless:
             params["_meta"] = {SUBSCRIPTION_ID_META: self.plan.subscription_id}
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params:
@@ -127,10 +117,10 @@ class Stream:
 
     async def serve(self) -> None:
         plan = self.plan
-        # A legacy session has one GET stream: a new one replaces the open one, so it is not refused by the limit.
+        # A session has one GET stream: a new one replaces the open one, so it is not refused by the limit.
         replacing = plan.session_id is not None and _session_streams[plan.session_id] > 0
         if not replacing and _open_streams[plan.owner] >= mcp_settings.streams_per_caller:
-            error = jsonrpc.InvalidRequest("Too many open streams for this caller", request_id=plan.subscription_id)
+            error = InvalidRequest("Too many open streams for this caller", request_id=plan.subscription_id)
             await self._refuse(429, error)
             return
         _open_streams[plan.owner] += 1
@@ -147,7 +137,7 @@ class Stream:
                 if _session_streams[plan.session_id] <= 0:
                     del _session_streams[plan.session_id]
 
-    async def _refuse(self, status: int, error: jsonrpc.RPCError) -> None:
+    async def _refuse(self, status: int, error: MCPError) -> None:
         body = jsonrpc.dumps(error.to_response())
         await self.send(
             {"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]}
@@ -181,7 +171,7 @@ class Stream:
             # The channel layer is unreachable (Redis down): a clean error, never a 500 and nothing left counted.
             logger.exception("stream %s: could not join the channel layer", self.id)
             await self._leave(layer, channel, groups)
-            await self._refuse(200, jsonrpc.InternalError(request_id=plan.subscription_id))
+            await self._refuse(200, InternalError(request_id=plan.subscription_id))
             return
         self.renew_at = time.monotonic() + _group_renewal(layer)
         task = asyncio.current_task()
@@ -190,7 +180,7 @@ class Stream:
         disconnected = asyncio.ensure_future(self._wait_disconnect())
         try:
             await self.send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + plan.extra_headers})
-            if plan.modern:
+            if plan.stateless:
                 await self.write(
                     self.notification("notifications/subscriptions/acknowledged", {"notifications": plan.honoured})
                 )
@@ -230,7 +220,7 @@ class Stream:
                 return
 
     async def _final_result(self, direct: bool = False) -> None:
-        if not self.plan.modern:
+        if not self.plan.stateless:
             return
         result = jsonrpc.result_response(
             self.plan.subscription_id,
@@ -261,7 +251,7 @@ class Stream:
                     for group in list(groups):
                         await layer.group_add(group, channel)
                     self.renew_at = time.monotonic() + _group_renewal(layer)
-                keepalive_at = self.last_write + mcp_settings.keepalive_seconds
+                keepalive_at = self.last_write + mcp_settings.stream_keepalive_seconds
                 if time.monotonic() >= keepalive_at:
                     await self.write(b": keep-alive\r\n\r\n")
                     continue
@@ -337,7 +327,7 @@ class Stream:
             await self._control({"op": "unsubscribe", "uri": uri}, layer, channel, groups)
 
     async def _control(self, message: dict[str, Any], layer: Any, channel: str, groups: set[str]) -> bool:
-        """Apply a legacy session's control message; ``False`` ends the stream."""
+        """Apply a session's control message; ``False`` ends the stream."""
         op = message.get("op")
         uri = message.get("uri")
         if op == "takeover":

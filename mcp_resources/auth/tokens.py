@@ -1,0 +1,48 @@
+"""Issue a django-oauth-toolkit access token for a user: the development aid behind ``manage.py mcp_token``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def token_and_user_models() -> tuple[Any, Any]:
+    """django-oauth-toolkit's access token model and the user model (both swappable)."""
+    from django.contrib.auth import get_user_model
+    from oauth2_provider.models import get_access_token_model
+
+    return get_access_token_model(), get_user_model()
+
+
+def issue_access_token(user: Any, scope: str, resource: list[str], expires_in: int, application_name: str) -> str:
+    """Create a django-oauth-toolkit access token for ``user`` (development aid for ``mcp_token``).
+
+    The token is issued to a public authorization-code application named ``application_name`` (created on
+    first use) and bound to ``resource``. It is stored hashed when django-oauth-toolkit is configured so.
+    """
+    import secrets
+    from datetime import timedelta
+
+    from django.utils import timezone
+    from oauth2_provider.models import get_access_token_model, get_application_model, set_token_value
+
+    application_model = get_application_model()
+    application, _ = application_model.objects.get_or_create(
+        name=application_name,
+        defaults={
+            "client_type": application_model.CLIENT_PUBLIC,
+            "authorization_grant_type": application_model.GRANT_AUTHORIZATION_CODE,
+            "redirect_uris": "http://127.0.0.1/callback",
+            "skip_authorization": False,
+        },
+    )
+    raw = secrets.token_urlsafe(32)
+    access_token = get_access_token_model()(
+        user=user,
+        application=application,
+        scope=" ".join(scope.split()),
+        expires=timezone.now() + timedelta(seconds=expires_in),
+        resource=list(resource),
+    )
+    set_token_value(access_token, raw)
+    access_token.save()
+    return raw

@@ -1,0 +1,104 @@
+"""Listing a model template from value rows, without building model instances.
+
+A template that names its ``name_field`` and keeps the base ``get_resource``, ``get_uri`` and
+``get_resource_name`` lists the same resources from ``values_list()`` rows as from instances: the URI is expanded
+from the row's lookup values by the same :meth:`~mcp_resources.protocol.uris.URITemplate.expand`, and the name is
+``str()`` of the name field, cut at 512 characters. Building a model instance costs more than the rest of a row's
+work; docs/performance.md gives the measured worth of this plan (``tests/test_listing_plan.py`` checks that both
+ways list the same resources).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import models
+
+from mcp_resources.resources import ModelResourceTemplate
+
+NAME_MAX_LENGTH = 512
+
+
+@dataclass(frozen=True)
+class ListPlan:
+    """The columns a listing selects and where each value a resource needs sits in a row."""
+
+    template: ModelResourceTemplate
+    columns: tuple[str, ...]
+    ordering: tuple[int, ...]
+    variables: tuple[tuple[str, int], ...]
+    name: int
+
+    def key(self, row: Sequence[Any]) -> tuple[Any, ...]:
+        """The row's keyset position (its ordering values)."""
+        return tuple([row[i] for i in self.ordering])
+
+    def resource(self, row: Sequence[Any]) -> dict[str, Any]:
+        """What ``get_resource`` returns for the row's record."""
+        template = self.template
+        uri = template.compiled.expand({name: row[at] for name, at in self.variables})
+        resource: dict[str, Any] = {"uri": uri, "name": str(row[self.name])[:NAME_MAX_LENGTH]}
+        if template.mime_type:
+            resource["mimeType"] = template.mime_type
+        return resource
+
+
+_plans: weakref.WeakKeyDictionary[ModelResourceTemplate, ListPlan | None] = weakref.WeakKeyDictionary()
+
+
+def list_plan(template: ModelResourceTemplate) -> ListPlan | None:
+    """The value-row plan of ``template``, or ``None`` when its listing needs model instances (computed once)."""
+    try:
+        return _plans[template]
+    except KeyError:
+        plan = _plans[template] = _make_plan(template)
+        return plan
+
+
+def _make_plan(template: ModelResourceTemplate) -> ListPlan | None:
+    cls = type(template)
+    if (
+        template.model is None
+        or template.name_field is None
+        or cls.get_resource is not ModelResourceTemplate.get_resource
+        or cls.get_uri is not ModelResourceTemplate.get_uri
+        or cls.get_resource_name is not ModelResourceTemplate.get_resource_name
+    ):
+        return None
+    lookups = template.get_lookups()
+    for path in [*lookups.values(), template.name_field]:
+        # A value row holds a relation's key where the hooks would see the related object: only plain fields.
+        if not _plain_field_path(template.model, path):
+            return None
+    columns: list[str] = []
+
+    def column(name: str) -> int:
+        if name not in columns:
+            columns.append(name)
+        return columns.index(name)
+
+    ordering = tuple(column(name) for name in template.ordering)
+    variables = tuple((variable, column(path)) for variable, path in lookups.items())
+    name = column(template.name_field)
+    return ListPlan(template, tuple(columns), ordering, variables, name)
+
+
+def _plain_field_path(model: type[models.Model], path: str) -> bool:
+    """Whether ``path`` (``a__b``) ends in a concrete, non-relational field (what ``values_list`` returns as is)."""
+    current: Any = model
+    names = path.split("__")
+    for index, name in enumerate(names):
+        try:
+            field_ = current._meta.pk if name == "pk" else current._meta.get_field(name)
+        except Exception:
+            return False
+        last = index == len(names) - 1
+        if last:
+            return bool(getattr(field_, "concrete", False)) and not field_.is_relation
+        if not field_.is_relation or field_.related_model is None or field_.many_to_many or field_.one_to_many:
+            return False
+        current = field_.related_model
+    return False

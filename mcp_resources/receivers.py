@@ -1,0 +1,83 @@
+"""The app's signal receivers, connected once when the app is ready (:meth:`MCPResourcesConfig.ready`).
+
+- Model saves and deletes behind registered templates, and admin edits of static resources, become change
+  notifications (:class:`~mcp_resources.subscriptions.notifier.ModelChangeNotifier`).
+- A static resource registered or removed from code starts or stops its live subscription and tells listeners
+  that the list changed (:data:`~mcp_resources.signals.resource_registered`, ``resource_unregistered``).
+- A cached access token is evicted as soon as this process changes or deletes it, or its user
+  (:mod:`mcp_resources.auth.tokencache`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.apps import apps
+from django.db.models.signals import post_delete, post_save
+from django.dispatch import receiver
+
+from mcp_resources.auth.tokencache import token_cache
+from mcp_resources.auth.tokens import token_and_user_models
+from mcp_resources.registries import ResourceRegistry, registry
+from mcp_resources.resources import RegisteredResource
+from mcp_resources.signals import resource_registered, resource_unregistered
+from mcp_resources.subscriptions.broker import notify_resource_list_changed, notify_resource_updated
+from mcp_resources.subscriptions.live import LiveSubscription
+from mcp_resources.subscriptions.notifier import ModelChangeNotifier
+
+
+def connect() -> None:
+    """Connect the receivers that need the app registry (model signals); called from ``ready()``."""
+    ModelChangeNotifier(registry).connect()
+    for resource in registry.iter_resources():
+        if resource.live is None:  # registered before the app was ready
+            _start_live(resource)
+    if apps.is_installed("oauth2_provider"):
+        token_model, user_model = token_and_user_models()
+        post_save.connect(_evict_token, sender=token_model, dispatch_uid="mcp_resources.evict_saved_token")
+        post_delete.connect(_evict_token, sender=token_model, dispatch_uid="mcp_resources.evict_deleted_token")
+        post_save.connect(_evict_user, sender=user_model, dispatch_uid="mcp_resources.evict_saved_user")
+        post_delete.connect(_evict_user, sender=user_model, dispatch_uid="mcp_resources.evict_deleted_user")
+
+
+def _start_live(resource: RegisteredResource) -> None:
+    live = LiveSubscription(resource, notify_resource_updated)
+    resource.live = live
+    live.start()
+
+
+def _stop_live(resource: RegisteredResource) -> None:
+    if resource.live is not None:
+        resource.live.stop()
+
+
+@receiver(resource_registered, dispatch_uid="mcp_resources.resource_registered")
+def resource_was_registered(
+    sender: Any,
+    registry: ResourceRegistry,
+    resource: RegisteredResource,
+    previous: RegisteredResource | None,
+    **kwargs: Any,
+) -> None:
+    if previous is not None:
+        _stop_live(previous)  # the previous teardown runs first; the new baseline starts afresh
+    _start_live(resource)
+    notify_resource_list_changed()
+
+
+@receiver(resource_unregistered, dispatch_uid="mcp_resources.resource_unregistered")
+def resource_was_unregistered(
+    sender: Any, registry: ResourceRegistry, resource: RegisteredResource, **kwargs: Any
+) -> None:
+    _stop_live(resource)
+    notify_resource_list_changed()
+
+
+def _evict_token(sender: Any, instance: Any, **kwargs: Any) -> None:
+    checksum = getattr(instance, "token_checksum", None)
+    if checksum:
+        token_cache.discard(str(checksum))
+
+
+def _evict_user(sender: Any, instance: Any, **kwargs: Any) -> None:
+    token_cache.discard_user(instance.pk)

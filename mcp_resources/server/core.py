@@ -1,0 +1,413 @@
+"""The protocol core: a method map serving every protocol version, one handler per method.
+
+The HTTP view, the management commands and the test client all call :meth:`MCPServer.call`, so a command and an
+HTTP request can never disagree. Differences between protocol versions (result envelope, cache hints, the
+not-found code) are decided here and nowhere else. Exceptions that are not an
+:class:`~mcp_resources.exceptions.MCPError` never reach the client: they are logged and answered with a generic
+internal error. The core knows nothing of HTTP: sessions reach it as a :class:`SessionSubscriptions`.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from mcp_resources.access import PUBLIC, authorize, may_access
+from mcp_resources.conf import mcp_settings
+from mcp_resources.exceptions import (
+    RESOURCE_NOT_FOUND_2025_11_25,
+    AuthenticationRequired,
+    DeadlineExceeded,
+    InsufficientScope,
+    InternalError,
+    InvalidCursor,
+    InvalidParams,
+    InvalidRequest,
+    MCPError,
+    MethodNotFound,
+    ResourceNotFound,
+)
+from mcp_resources.listing.pipeline import binding, list_page, open_cursor
+from mcp_resources.models import StaticResource
+from mcp_resources.protocol import jsonrpc
+from mcp_resources.protocol.cursors import CursorCodec, make_cursor
+from mcp_resources.protocol.uris import MAX_URI_LENGTH, validate_uri
+from mcp_resources.protocol.versions import (
+    PREFIX_EXTENSION,
+    SERVER_INFO_META,
+    SESSION_VERSIONS,
+    SUPPORTED_VERSIONS,
+    V2026_07_28,
+    negotiate_session_version,
+)
+from mcp_resources.registries import ResourceRegistry
+from mcp_resources.registries import registry as default_registry
+from mcp_resources.resources import ModelResourceTemplate, ResourceTemplate, normalize_contents
+from mcp_resources.server.context import CallContext
+
+logger = logging.getLogger("mcp_resources.server")
+
+ALL_VERSIONS = frozenset(SUPPORTED_VERSIONS)
+STATELESS_VERSIONS = frozenset({V2026_07_28})
+SESSIONS = frozenset(SESSION_VERSIONS)
+
+
+@dataclass(frozen=True)
+class Method:
+    """An entry of :attr:`MCPServer.methods`: the handler's attribute name and the protocol versions that have it.
+
+    ``subscriptions``: the method exists only while ``MCP_RESOURCES["SUBSCRIPTIONS"]`` is on.
+    """
+
+    handler: str
+    versions: frozenset[str] = ALL_VERSIONS
+    subscriptions: bool = False
+
+
+class MCPServer:
+    """Dispatches MCP methods against a :class:`~mcp_resources.registries.ResourceRegistry`.
+
+    ``methods`` maps each method name to its handler, ``handler(params, ctx) -> result``. A project adds or
+    replaces methods in a subclass::
+
+        class MyServer(MCPServer):
+            methods = {**MCPServer.methods, "resources/read": Method("read_resource_audited")}
+    """
+
+    methods: ClassVar[dict[str, Method]] = {
+        "server/discover": Method("discover", STATELESS_VERSIONS),
+        "initialize": Method("initialize", SESSIONS),
+        "ping": Method("ping", SESSIONS),
+        "resources/list": Method("list_resources"),
+        "resources/templates/list": Method("list_templates"),
+        "resources/read": Method("read_resource"),
+        "resources/subscribe": Method("subscribe", SESSIONS, subscriptions=True),
+        "resources/unsubscribe": Method("unsubscribe", SESSIONS, subscriptions=True),
+    }
+
+    def __init__(self, registry: ResourceRegistry | None = None, codec: CursorCodec | None = None) -> None:
+        self.registry = registry or default_registry
+        self._codec = codec
+
+    # Entry point -----------------------------------------------------------------------------------------
+
+    def call(self, method: str, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        """Run one request and return its result, or raise an :class:`~mcp_resources.exceptions.MCPError`
+        (:class:`AuthenticationRequired` and :class:`InsufficientScope` are answered with HTTP 401 and 403)."""
+        entry = self.methods.get(method)
+        if (
+            entry is None
+            or ctx.protocol_version not in entry.versions
+            or (entry.subscriptions and not mcp_settings.subscriptions)
+        ):
+            raise MethodNotFound(f"Method not found: {method}"[:200])
+        handler = getattr(self, entry.handler)
+        try:
+            result: dict[str, Any] = handler(params, ctx)
+        except DeadlineExceeded:
+            logger.warning("MCP %s ran past its deadline", method)
+            raise
+        except MCPError:
+            raise
+        except Exception as exc:
+            logger.exception("MCP %s failed", method)
+            raise InternalError() from exc
+        if ctx.stateless:
+            result.setdefault("resultType", "complete")
+            result.setdefault("_meta", {})[SERVER_INFO_META] = mcp_settings.server_info
+        return result
+
+    @property
+    def codec(self) -> CursorCodec:
+        if self._codec is not None:
+            return self._codec
+        return _codec_for(tuple(mcp_settings.cursor_keys))
+
+    def capabilities(self, ctx: CallContext) -> dict[str, Any]:
+        """Server capabilities; the ``prefix`` list filter is an extension (``experimental`` before 2026-07-28)."""
+        extension = {PREFIX_EXTENSION: {"methods": ["resources/list", "resources/templates/list"]}}
+        resources: dict[str, Any] = {}
+        if mcp_settings.subscriptions:
+            resources = {"subscribe": True, "listChanged": True}
+        capabilities: dict[str, Any] = {"resources": resources}
+        capabilities["extensions" if ctx.stateless else "experimental"] = extension
+        return capabilities
+
+    # Lifecycle -------------------------------------------------------------------------------------------
+
+    def discover(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "supportedVersions": list(SUPPORTED_VERSIONS),
+            "capabilities": self.capabilities(ctx),
+            "ttlMs": mcp_settings.public_cache_ttl_ms,
+            "cacheScope": "public",
+        }
+        if mcp_settings.instructions:
+            result["instructions"] = mcp_settings.instructions
+        return result
+
+    def initialize(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "protocolVersion": negotiate_session_version(params.get("protocolVersion")),
+            "capabilities": self.capabilities(ctx),
+            "serverInfo": mcp_settings.server_info,
+        }
+        if mcp_settings.instructions:
+            result["instructions"] = mcp_settings.instructions
+        return result
+
+    def ping(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        return {}
+
+    # Sources ---------------------------------------------------------------------------------------------
+
+    def sources(self) -> list[ResourceTemplate]:
+        """Templates that list instances: protected and discoverable ones, in registration order."""
+        return [t for t in self.registry.templates if t.lists_instances and t.access != PUBLIC and t.discoverable]
+
+    def inventory_scopes(self) -> list[str]:
+        """Every scope the inventory sources require, in order: the challenge for an unauthenticated caller."""
+        return list(dict.fromkeys(scope for source in self.sources() for scope in source.scopes))
+
+    def accessible_sources(self, ctx: CallContext) -> list[ResourceTemplate]:
+        """Authorize the whole listing: 401 without a caller, 403 when no source is accessible."""
+        sources = self.sources()
+        if not sources:
+            return []
+        scopes = self.inventory_scopes()
+        if not ctx.principal.authenticated:
+            raise AuthenticationRequired(scopes)
+        accessible = [s for s in sources if may_access(s.access, s.scopes, ctx.principal)]
+        if not accessible:
+            raise InsufficientScope(scopes)
+        # A source never falls back to an unrestricted query: without a subject, subject-owned sources are skipped.
+        return [s for s in accessible if ctx.principal.subject or not getattr(s, "requires_subject", False)]
+
+    # resources/list --------------------------------------------------------------------------------------
+
+    def list_resources(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        prefix = prefix_param(params)
+        all_sources = self.sources()
+        sources = self.accessible_sources(ctx)
+        scope, ttl = self.list_cache_hints(ctx, sources, has_inventory=bool(all_sources))
+        skeleton: dict[str, Any] = {"resources": []}
+        if ctx.stateless:
+            skeleton.update(
+                ttlMs=ttl, cacheScope=scope, resultType="complete", _meta={SERVER_INFO_META: mcp_settings.server_info}
+            )
+        page = list_page(
+            ctx.request,
+            ctx.principal,
+            registry=self.registry,
+            sources=sources,
+            all_sources=all_sources,
+            prefix=prefix,
+            cursor=params.get("cursor"),
+            codec=self.codec,
+            cursor_ttl_seconds=mcp_settings.cursor_ttl_seconds,
+            limit=mcp_settings.page_size,
+            max_bytes=mcp_settings.max_response_bytes,
+            # The byte bound covers the whole response: envelope (with the longest id we echo), metadata and cursor.
+            base_bytes=len(jsonrpc.dumps_plain({"jsonrpc": "2.0", "id": "x" * 64, "result": skeleton})) + 256,
+            deadline=time.monotonic() + mcp_settings.list_deadline_seconds,
+        )
+        result: dict[str, Any] = {"resources": page.resources}
+        if page.next_cursor is not None:
+            result["nextCursor"] = page.next_cursor
+        if ctx.stateless:
+            result["ttlMs"] = ttl
+            result["cacheScope"] = scope
+        return result
+
+    def list_cache_hints(
+        self, ctx: CallContext, sources: list[ResourceTemplate], has_inventory: bool
+    ) -> tuple[str, int]:
+        """Combine the sources' hints: private wins, the smallest ttl applies; inventories are private, ttl 0."""
+        if has_inventory:
+            return "private", 0
+        scope = "private" if ctx.principal.authenticated else "public"
+        ttls = [mcp_settings.public_cache_ttl_ms]
+        for source in sources:
+            source_scope, source_ttl = source.cache_control(ctx.request)
+            scope = "private" if source_scope == "private" else scope
+            ttls.append(max(0, int(source_ttl)))
+        return scope, min(ttls)
+
+    # resources/templates/list ----------------------------------------------------------------------------
+
+    def list_templates(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        prefix = prefix_param(params)
+        bound = binding("resources/templates/list", ctx.principal, prefix, self.registry.templates)
+        position, started = open_cursor(self.codec, params.get("cursor"), bound, mcp_settings.cursor_ttl_seconds)
+        if position is not None and (not isinstance(position, int) or isinstance(position, bool) or position < 0):
+            raise InvalidCursor()
+        start = position or 0
+        discoverable = [t for t in self.registry.templates if t.discoverable and t.uri_template.startswith(prefix)]
+        limit = mcp_settings.page_size
+        page = discoverable[start : start + limit]
+        result: dict[str, Any] = {"resourceTemplates": [t.get_descriptor() for t in page]}
+        if start + limit < len(discoverable):
+            result["nextCursor"] = make_cursor(self.codec, bound, start + limit, started)
+        if ctx.stateless:
+            result["ttlMs"] = mcp_settings.public_cache_ttl_ms
+            result["cacheScope"] = "public"
+        return result
+
+    # resources/read --------------------------------------------------------------------------------------
+
+    def not_found(self, uri: str, ctx: CallContext) -> ResourceNotFound:
+        """The not-found error of the caller's version: ``-32602`` from 2026-07-28, ``-32002`` in sessions."""
+        code = None if ctx.stateless else RESOURCE_NOT_FOUND_2025_11_25
+        return ResourceNotFound(data={"uri": uri}, code=code)
+
+    def read_resource(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        uri = uri_param(params)
+        static, template, variables = self.resolve(uri, ctx)
+        if template is None:
+            contents, mime_type = static.read(ctx.request), static.mime_type or None
+            scope = "public" if static.access == PUBLIC else "private"
+        else:
+            try:
+                contents = template.read(ctx.request, uri, variables)
+            except ResourceNotFound:
+                raise self.not_found(uri, ctx) from None
+            mime_type = template.mime_type
+            scope = "public" if template.access == PUBLIC else "private"
+        result: dict[str, Any] = {"contents": normalize_contents(contents, uri=uri, mime_type=mime_type)}
+        if ctx.stateless:
+            result["ttlMs"] = 0
+            result["cacheScope"] = scope
+        return result
+
+    def resolve(self, uri: str, ctx: CallContext) -> tuple[Any, ResourceTemplate | None, Any]:
+        """Route ``uri`` to a static resource or a template, and authorize the caller for it.
+
+        Returns ``(static, None, None)`` or ``(None, template, variables)``; raises the not-found error.
+        """
+        static: Any = self.registry.get_resource(uri)
+        if static is None:
+            static = StaticResource.objects.filter(uri=uri, enabled=True).first()
+        if static is not None:
+            authorize(static.access, static.scopes, ctx.principal)
+            return static, None, None
+        matched = self.registry.match(uri)
+        if matched is None:
+            raise self.not_found(uri, ctx)
+        template, variables = matched
+        authorize(template.access, template.scopes, ctx.principal)
+        return None, template, variables
+
+    # Subscriptions ---------------------------------------------------------------------------------------
+
+    def check_readable(self, uri: str, ctx: CallContext) -> None:
+        """Raise unless the caller may read ``uri`` now: the checks of ``resources/read`` without the contents.
+
+        Static and live resources need only their access policy (``get()`` is not called); a model template
+        fetches the record through the caller's queryset; any other template is read.
+        """
+        _static, template, variables = self.resolve(uri, ctx)
+        if template is None:
+            return
+        try:
+            if isinstance(template, ModelResourceTemplate) and type(template).read is ModelResourceTemplate.read:
+                template.get_object(ctx.request, variables)  # contents are not needed to decide access
+            else:
+                template.read(ctx.request, uri, variables)
+        except ResourceNotFound:
+            raise self.not_found(uri, ctx) from None
+
+    def may_read(self, uri: str, ctx: CallContext) -> bool:
+        """Whether the caller may read ``uri`` now; a failing check is logged and answers no."""
+        try:
+            self.check_readable(uri, ctx)
+        except MCPError:
+            return False
+        except Exception:
+            logger.exception("access check for %s failed", uri[:200])
+            return False
+        return True
+
+    def subscribe(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        """2025-11-25 ``resources/subscribe``: updates go to the session's GET stream."""
+        uri = uri_param(params)
+        self.check_readable(uri, ctx)
+        if ctx.session is None:
+            raise InvalidRequest("resources/subscribe needs a session")
+        if not ctx.session.subscribe(uri, mcp_settings.uris_per_listen):
+            raise InvalidParams(f"A session may subscribe to at most {mcp_settings.uris_per_listen} URIs")
+        return {}
+
+    def unsubscribe(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        uri = uri_param(params)
+        if ctx.session is None:
+            raise InvalidRequest("resources/unsubscribe needs a session")
+        ctx.session.unsubscribe(uri)
+        return {}
+
+    def prepare_listen(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        """Validate a ``subscriptions/listen`` filter; return the part the server will honour.
+
+        URIs the caller may not read now (unknown, another user's, out of scope) are left out.
+        """
+        if not mcp_settings.subscriptions:
+            raise MethodNotFound("Method not found: subscriptions/listen")
+        wanted = params.get("notifications")
+        if not isinstance(wanted, dict):
+            raise InvalidParams("params.notifications must be an object")
+        for flag in ("toolsListChanged", "promptsListChanged", "resourcesListChanged"):
+            if flag in wanted and not isinstance(wanted[flag], bool):
+                raise InvalidParams(f"notifications.{flag} must be a boolean")
+        honoured: dict[str, Any] = {}
+        if wanted.get("resourcesListChanged") is True:
+            honoured["resourcesListChanged"] = True
+        if "resourceSubscriptions" in wanted:
+            uris = wanted["resourceSubscriptions"]
+            if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
+                raise InvalidParams("notifications.resourceSubscriptions must be a list of URIs")
+            if len(uris) > mcp_settings.uris_per_listen:
+                raise InvalidParams(
+                    f"notifications.resourceSubscriptions may hold at most {mcp_settings.uris_per_listen} URIs"
+                )
+            allowed = []
+            for uri in dict.fromkeys(uris):
+                try:
+                    validate_uri(uri)
+                except ValueError:
+                    continue
+                if self.may_read(uri, ctx):
+                    allowed.append(uri)
+            honoured["resourceSubscriptions"] = allowed
+        return honoured
+
+
+@functools.lru_cache(maxsize=8)
+def _codec_for(keys: tuple[str, ...]) -> CursorCodec:
+    """One codec per configured key list (deriving keys costs two hashes and an AES setup each)."""
+    return CursorCodec(list(keys)) if keys else CursorCodec()
+
+
+def uri_param(params: dict[str, Any]) -> str:
+    """The ``uri`` parameter, validated; raises ``-32602``."""
+    try:
+        return validate_uri(params.get("uri"))
+    except ValueError as exc:
+        raise InvalidParams(f"Invalid resource URI: {exc}") from None
+
+
+def prefix_param(params: dict[str, Any]) -> str:
+    """The optional ``prefix`` extension parameter: a plain string prefix of URIs (or URI templates)."""
+    prefix = params.get("prefix", "")
+    if prefix is None:
+        return ""
+    if not isinstance(prefix, str) or len(prefix) > MAX_URI_LENGTH:
+        raise InvalidParams(f"prefix must be a string of at most {MAX_URI_LENGTH} characters")
+    # No URI holds control characters or lone surrogates (and databases refuse to compare them).
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F or 0xD800 <= ord(ch) <= 0xDFFF for ch in prefix):
+        raise InvalidParams("prefix must not contain control characters")
+    return prefix
+
+
+default_server = MCPServer()

@@ -1,0 +1,18 @@
+"""Signals the app sends. Connect receivers as for any Django signal.
+
+- :data:`resource_registered`: a static resource was registered from code (``register_resource``), possibly
+  replacing one at the same URI; arguments ``registry``, ``resource`` and ``previous`` (the replaced
+  :class:`~mcp_resources.RegisteredResource`, or ``None``).
+- :data:`resource_unregistered`: a code-registered static resource was removed; arguments ``registry`` and
+  ``resource``.
+
+The app's own receivers (:mod:`mcp_resources.receivers`) start and stop live subscriptions and tell listeners that
+the list changed: the registry itself knows nothing of subscriptions.
+"""
+
+from __future__ import annotations
+
+from django.dispatch import Signal
+
+resource_registered = Signal()
+resource_unregistered = Signal()
