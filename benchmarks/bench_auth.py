@@ -92,8 +92,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from django.test import RequestFactory
 
     from mcp_resources import tokenlookup
-    from mcp_resources.auth import issue_access_token
-    from mcp_resources.tokencache import token_cache
+    from mcp_resources.auth.tokens import issue_access_token
+    from mcp_resources.auth.tokencache import token_cache
     from mcp_resources.transport import MCPView
     from testproject.library.models import Document
 

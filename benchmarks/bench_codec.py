@@ -32,7 +32,7 @@ def main() -> None:
 
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-    from mcp_resources.cursors import Binding, CursorCodec, fingerprint, make_cursor, read_cursor
+    from mcp_resources.protocol.cursors import Binding, CursorCodec, fingerprint, make_cursor, read_cursor
 
     codec = CursorCodec(["benchmark cursor key, 32 bytes!"])
     binding = Binding(

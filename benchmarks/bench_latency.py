@@ -41,7 +41,7 @@ def sargable_keyset() -> Iterator[None]:
     """What-if: add ``names[0] >= values[0]`` to the keyset condition so the index bounds the scan."""
     from django.db.models import Q
 
-    from mcp_resources import pagination
+    from mcp_resources.listing import keyset as pagination
 
     original = pagination.keyset_filter
 

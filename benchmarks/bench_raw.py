@@ -100,7 +100,7 @@ def main() -> None:
         try:
             from django.db import connection
 
-            from mcp_resources.pagination import decode_position, keyset_queryset, native_timestamps
+            from mcp_resources.listing.keyset import decode_position, keyset_queryset, native_timestamps
 
             def django_sql(sql: str = sql, sql_params: Any = sql_params) -> Any:
                 with native_timestamps(connection.alias), connection.cursor() as cursor:

@@ -26,7 +26,8 @@ def context_for(user: dict[str, Any], host: str = IN_PROCESS_HOST) -> Any:
     """
     from django.test import RequestFactory
 
-    from mcp_resources.conf import MODERN_VERSION, mcp_settings
+    from mcp_resources.conf import mcp_settings
+from mcp_resources.protocol.versions import V2026_07_28 as MODERN_VERSION
     from mcp_resources.server import CallContext
 
     request = RequestFactory().post("/mcp", HTTP_HOST=host, HTTP_AUTHORIZATION=f"Bearer {user['token']}")
@@ -37,8 +38,8 @@ def context_for(user: dict[str, Any], host: str = IN_PROCESS_HOST) -> Any:
 
 def sealed_cursor(server: Any, template: Any, ctx: Any, first_id: int, skip: int) -> str:
     """A cursor positioned after the first ``skip`` documents, sealed with the server's codec and binding."""
-    from mcp_resources.cursors import make_cursor
-    from mcp_resources.pagination import encode_position
+    from mcp_resources.protocol.cursors import make_cursor
+    from mcp_resources.listing.keyset import encode_position
     from testproject.library.models import Document
 
     obj = Document.objects.get(pk=first_id + skip - 1)

@@ -24,7 +24,8 @@ mcp_endpoint = MCPEndpoint.as_asgi(django_asgi_app)
 
 application = ProtocolTypeRouter(
     {
-        "http": URLRouter([path("mcp", mcp_endpoint), re_path(r"", django_asgi_app)]),
+        # django-stubs type path() for views only: Channels routes ASGI applications with it.
+        "http": URLRouter([path("mcp", mcp_endpoint), re_path(r"", django_asgi_app)]),  # type: ignore[arg-type]
         "lifespan": mcp_endpoint,
     }
 )

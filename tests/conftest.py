@@ -1,12 +1,19 @@
-"""Shared fixtures. ``MCP_TEST_DB=postgres`` runs the suite on PostgreSQL (required when ``CI`` is set)."""
+"""Shared fixtures: users, access tokens, live servers. ``MCP_TEST_DB=postgres`` runs the suite on PostgreSQL
+(required when ``CI`` is set)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
+from tests import live
 from tests.wire_support import binding  # noqa: F401 (a fixture for every test module)
+
+RESOURCE = "http://127.0.0.1:8000/mcp"
+"""The demo's ``RESOURCE_URI`` in tests: tokens bound to it are accepted by requests to ``testserver``."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -27,3 +34,54 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if reason:
         for item in items:
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+# Users and tokens ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def alice(db: None) -> Any:
+    """A user ``alice`` (password ``alice``)."""
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.create_user("alice", password="alice")
+
+
+@pytest.fixture
+def bob(db: None) -> Any:
+    """A user ``bob`` (password ``bob``)."""
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.create_user("bob", password="bob")
+
+
+@pytest.fixture
+def make_token(db: None) -> Callable[..., str]:
+    """``make_token(user, scope="documents:read", *, resource=RESOURCE, expires_in=3600)``: a django-oauth-toolkit
+    access token bound (RFC 8707) to ``resource``, what ``manage.py mcp_token`` issues."""
+    from mcp_resources.auth.tokens import issue_access_token
+
+    def make(user: Any, scope: str = "documents:read", *, resource: str = RESOURCE, expires_in: float = 3600) -> str:
+        return issue_access_token(user, scope, [resource], expires_in, "tests")  # type: ignore[arg-type]
+
+    return make
+
+
+# Live servers ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo_project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[live.Project]:
+    """The demo project with its demo data, in a fresh database of this module's own."""
+    with live.project(tmp_path_factory.mktemp("project")) as project:
+        yield project
+
+
+@pytest.fixture(scope="module")
+def demo_server(demo_project: live.Project) -> Iterator[live.Server]:
+    """The demo project under uvicorn (``testproject.asgi``), as ``make demo`` serves it."""
+    server = live.Server(demo_project, name="uvicorn").start()
+    try:
+        yield server
+    finally:
+        server.stop()

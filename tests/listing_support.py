@@ -18,7 +18,7 @@ from django.test import RequestFactory
 
 from mcp_resources import ResourceNotFound, jsonrpc
 from mcp_resources.principal import Principal
-from mcp_resources.registry import ResourceRegistry
+from mcp_resources.registries import ResourceRegistry
 from mcp_resources.resources import ModelResourceTemplate, ResourceTemplate
 from mcp_resources.server import CallContext, MCPServer
 from testproject.library.models import Document, Note

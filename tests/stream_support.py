@@ -232,7 +232,7 @@ async def in_thread(function: Callable[..., T], *args: Any) -> T:
 
 def make_token(user: Any, scope: str = "documents:read", *, expires_in: float = 3600, resource: str = RESOURCE) -> str:
     """A django-oauth-toolkit access token bound (RFC 8707) to ``resource`` (what ``mcp_token`` issues)."""
-    from mcp_resources.auth import issue_access_token
+    from mcp_resources.auth.tokens import issue_access_token
 
     return issue_access_token(user, scope, [resource], expires_in, "stream tests")  # type: ignore[arg-type]
 

@@ -8,9 +8,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import RequestFactory
 
-from mcp_resources import jsonrpc
+from mcp_resources.protocol import jsonrpc
 from mcp_resources.principal import Principal
-from mcp_resources.registry import ResourceRegistry
+from mcp_resources.registries import ResourceRegistry
 from mcp_resources.resources import ModelResourceTemplate
 from mcp_resources.server import CallContext, MCPServer
 from testproject.library.models import Document

@@ -33,9 +33,9 @@ from oauth2_provider.oauth2_validators import OAuth2Validator
 from mcp_resources import tokenlookup
 from mcp_resources.auth import OAuth2Authentication, expand_scopes, valid_subject
 from mcp_resources.checks import check_auth_settings
-from mcp_resources.metadata import normalize_resource_uri, resource_metadata_url
+from mcp_resources.auth.metadata import normalize_resource_uri, resource_metadata_url
 from mcp_resources.models import StaticResource
-from mcp_resources.tokencache import CachedToken, TokenCache, token_cache
+from mcp_resources.auth.tokencache import CachedToken, TokenCache, token_cache
 from testproject.library.models import Document
 
 pytestmark = pytest.mark.django_db

@@ -14,7 +14,7 @@ from django.test.utils import isolate_apps
 
 from mcp_resources.checks import check_settings, check_templates
 from mcp_resources.exceptions import AlreadyRegistered, NotRegistered, RegistryFrozen
-from mcp_resources.registry import ResourceRegistry, site
+from mcp_resources.registries import ResourceRegistry, site
 from mcp_resources.resources import ModelResourceTemplate, ResourceTemplate
 from testproject.library.models import Document
 

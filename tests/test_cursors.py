@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcp_resources.cursors import (
+from mcp_resources.protocol.cursors import (
     MAX_CURSOR_LENGTH,
     VERSION,
     Binding,
@@ -216,7 +216,7 @@ def test_per_process_key_is_shared_within_the_process():
 
 
 def _seal_in_a_new_process() -> str:
-    code = "from mcp_resources.cursors import CursorCodec, VERSION\nprint(CursorCodec().seal({'v': VERSION, 'n': 1}))\n"
+    code = "from mcp_resources.protocol.cursors import CursorCodec, VERSION\nprint(CursorCodec().seal({'v': VERSION, 'n': 1}))\n"
     root = Path(__file__).resolve().parent.parent
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
     return out.stdout.strip()
@@ -385,7 +385,7 @@ def test_distinct_part_lists_have_distinct_fingerprints(a, b):
 @given(st.text(alphabet="AQgw_-+/=Zz09 \n.\u00e9", min_size=1, max_size=14))
 def test_token_decoding_accepts_exactly_the_canonical_encoding(token):
     """The cheap checks in ``open`` (alphabet, length, unused bits) are equivalent to re-encoding the bytes."""
-    from mcp_resources.cursors import _decode_token
+    from mcp_resources.protocol.cursors import _decode_token
 
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))

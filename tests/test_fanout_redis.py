@@ -638,7 +638,7 @@ async def test_a_channel_layer_that_goes_down_ends_the_stream_gracefully(redis_u
     from django.contrib.auth import get_user_model
 
     from mcp_resources.asgi import MCPApplication
-    from mcp_resources.subscriptions import streams
+    from mcp_resources.transport import streams
     from tests.stream_support import RESOURCE, Exchange, in_thread, make_token, scope
 
     parts = urlsplit(redis_url)

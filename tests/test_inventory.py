@@ -20,13 +20,14 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from mcp_resources import jsonrpc
+from mcp_resources.protocol import jsonrpc
 from mcp_resources.conf import MAX_PAGE_SIZE
-from mcp_resources.cursors import CursorCodec
+from mcp_resources.protocol.cursors import CursorCodec
 from mcp_resources.exceptions import AuthenticationRequired, InsufficientScope
 from mcp_resources.models import StaticResource
 from mcp_resources.resources import InventoryPage, ModelResourceTemplate, ResourceTemplate
-from mcp_resources.server import PREFIX_EXTENSION, MCPServer
+from mcp_resources.protocol.versions import PREFIX_EXTENSION
+from mcp_resources.server import MCPServer
 from testproject.library.models import Document, Note
 from tests.listing_support import (
     LEGACY,
@@ -1079,7 +1080,7 @@ def test_statement_timeout_does_not_outlive_the_listing(alice):
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="a PostgreSQL plan")
 def test_keyset_condition_is_an_index_range(alice):
     """The page query starts an index range at the position: it never scans and filters every earlier row."""
-    from mcp_resources.pagination import keyset_queryset
+    from mcp_resources.listing.keyset import keyset_queryset
 
     make_documents(alice, 5000)
     middle = Document.objects.filter(owner=alice).order_by("created", "id")[2500]
@@ -1106,7 +1107,7 @@ def test_listing_reads_timestamps_with_psycopgs_own_loader(settings):
     """Django's Python timestamptz loader costs a third of a page: the listing uses psycopg's, with equal values."""
     from django.db.backends.postgresql.psycopg_any import BaseTzLoader
 
-    from mcp_resources.pagination import native_timestamps
+    from mcp_resources.listing.queries import native_timestamps
 
     assert issubclass(_timestamptz_loader(), BaseTzLoader)  # Django's, outside the block
     with native_timestamps(connection.alias):

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcp_resources import jsonrpc
-from mcp_resources.jsonrpc import (
+from mcp_resources.protocol import jsonrpc
+from mcp_resources.protocol.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,

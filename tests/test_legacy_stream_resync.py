@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from mcp_resources.subscriptions import broker
-from mcp_resources.subscriptions.streams import Stream, StreamPlan
+from mcp_resources.transport.streams import Stream, StreamPlan
 
 pytestmark = pytest.mark.anyio
 

@@ -20,7 +20,7 @@ from django.http import HttpRequest
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from mcp_resources.pagination import encode_key
+from mcp_resources.listing.keyset import encode_key
 from testproject.library.models import Document, Note
 from tests.listing_support import (
     DocumentSource,

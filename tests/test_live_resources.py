@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 from django.test import RequestFactory
 
-from mcp_resources import jsonrpc
+from mcp_resources.protocol import jsonrpc
 from mcp_resources.asgi import MCPApplication
-from mcp_resources.conf import MODERN_VERSION
+from mcp_resources.protocol.versions import V2026_07_28 as MODERN_VERSION
 from mcp_resources.exceptions import NotRegistered
-from mcp_resources.registry import ResourceRegistry
+from mcp_resources.registries import ResourceRegistry
 from mcp_resources.server import CallContext, MCPServer
 from tests.stream_support import Exchange, in_thread, listen_body, listen_headers, scope, updated
 

@@ -17,7 +17,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
 from mcp_resources.models import StaticResource
-from mcp_resources.registry import site
+from mcp_resources.registries import site
 from testproject.library.management.commands.load_demo_data import PNG
 from testproject.library.models import Document, Note
 from tests.listing_support import document_uri, expected_documents, expected_notes, note_uri

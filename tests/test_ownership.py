@@ -22,12 +22,12 @@ from django.utils import timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcp_resources import jsonrpc
+from mcp_resources.protocol import jsonrpc
 from mcp_resources.checks import check_templates
 from mcp_resources.inventory import _batch_size, _size_bound
 from mcp_resources.models import StaticResource
 from mcp_resources.precompiled import PrecompiledQuery
-from mcp_resources.registry import ResourceRegistry
+from mcp_resources.registries import ResourceRegistry
 from mcp_resources.resources import ModelResourceTemplate
 from testproject.library.models import Document, Note
 from tests.listing_support import (

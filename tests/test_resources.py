@@ -10,7 +10,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.test import RequestFactory
 
 from mcp_resources.exceptions import ResourceNotFound
-from mcp_resources.registry import site
+from mcp_resources.registries import site
 from mcp_resources.resources import ModelResourceTemplate, ResourceTemplate, normalize_contents
 from testproject.library.models import Document
 

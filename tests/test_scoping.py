@@ -27,8 +27,8 @@ from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mcp_resources import jsonrpc
-from mcp_resources.cursors import make_cursor
+from mcp_resources.protocol import jsonrpc
+from mcp_resources.protocol.cursors import make_cursor
 from mcp_resources.server import MCPServer
 from testproject.library.models import Document, Note
 from tests.listing_support import (

@@ -23,7 +23,7 @@ from django.test import Client
 
 from mcp_resources.asgi import MCPApplication
 from mcp_resources.models import StaticResource
-from mcp_resources.registry import site
+from mcp_resources.registries import site
 from mcp_resources.subscriptions import broker, notify_resource_list_changed, notify_resource_updated, streams
 from testproject.library.models import Document
 from tests.stream_support import (

@@ -23,7 +23,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_application_model
 
-from mcp_resources.conf import MODERN_VERSION
+from mcp_resources.protocol.versions import V2026_07_28 as MODERN_VERSION
 from mcp_resources.models import StaticResource
 from testproject.library.models import Document, Note
 from tests.urls_extra import SECRET_DETAIL, STATIC_CODE_URIS

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from mcp_resources.uris import (
+from mcp_resources.protocol.uris import (
     MAX_URI_LENGTH,
     Literal,
     TemplateError,

@@ -56,7 +56,7 @@ Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+ASGIApp = Callable[..., Awaitable[None]]
 
 
 class MCPEndpoint:
@@ -72,9 +72,8 @@ class MCPEndpoint:
         if django_app is None:
             from django.core.asgi import get_asgi_application
 
-            self.django_app: ASGIApp = get_asgi_application()  # type: ignore[assignment]
-        else:
-            self.django_app = django_app
+            django_app = get_asgi_application()
+        self.django_app: ASGIApp = django_app
         self.middleware = middleware
         self.view = MCPView.as_view(server=server)
         self.streams = MCPView(server=server)
