@@ -53,10 +53,10 @@ typecheck: install
 pytest: install
 	$(VENV)/bin/pytest
 
-# The query paths run again on persistent connections (where the app's fixed queries are prepared in SQL), and with
-# server-side parameter binding (where psycopg prepares them).
-PG_QUERY_TESTS := tests/test_inventory.py tests/test_list_paths.py tests/test_ownership.py tests/test_precompiled.py \
-	tests/test_prepared.py tests/test_auth.py tests/test_scoping.py tests/test_traversal_concurrency.py tests/test_e2e.py
+# The query paths run again on persistent connections (as in production), and with psycopg's server-side parameter
+# binding (where the statement timeout takes its other path and psycopg prepares repeated statements).
+PG_QUERY_TESTS := tests/test_inventory.py tests/test_listing_plan.py tests/test_ownership.py tests/test_auth.py \
+	tests/test_scoping.py tests/test_traversal_concurrency.py tests/test_e2e.py
 
 pytest-postgres: install
 	MCP_TEST_DB=postgres $(VENV)/bin/pytest

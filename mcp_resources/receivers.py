@@ -62,7 +62,7 @@ def resource_was_registered(
     if previous is not None:
         _stop_live(previous)  # the previous teardown runs first; the new baseline starts afresh
     _start_live(resource)
-    notify_resource_list_changed()
+    _list_changed()
 
 
 @receiver(resource_unregistered, dispatch_uid="mcp_resources.resource_unregistered")
@@ -70,7 +70,15 @@ def resource_was_unregistered(
     sender: Any, registry: ResourceRegistry, resource: RegisteredResource, **kwargs: Any
 ) -> None:
     _stop_live(resource)
-    notify_resource_list_changed()
+    _list_changed()
+
+
+def _list_changed() -> None:
+    # Registrations while the process starts (autodiscovery, ready()) change no one's list: every process of the
+    # project registers the same resources. Announcing them would send a list change to every listener whenever a
+    # worker or a ``manage.py`` command starts.
+    if apps.ready:
+        notify_resource_list_changed()
 
 
 def _evict_token(sender: Any, instance: Any, **kwargs: Any) -> None:

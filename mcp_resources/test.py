@@ -15,7 +15,8 @@ Requests go through Django's test client, so the project's URLconf, middleware a
 ``MCPClient(protocol_version="2025-11-25")`` speaks the session era (``initialize`` first, then
 ``Mcp-Session-Id``). Errors come back as :class:`~mcp_resources.exceptions.MCPError` with the code, message and
 data the client received; a 401 as :class:`~mcp_resources.exceptions.AuthenticationRequired` and a 403 as
-:class:`~mcp_resources.exceptions.InsufficientScope`. ``client.post(method, params)`` returns the raw response.
+:class:`~mcp_resources.exceptions.InsufficientScope`. ``client.post_message(method, params)`` returns the raw
+response.
 """
 
 from __future__ import annotations
@@ -31,8 +32,7 @@ from django.test import Client
 from django.test.client import ClientHandler
 from django.urls import NoReverseMatch, reverse
 
-from mcp_resources.auth.authentication import expand_scopes
-from mcp_resources.conf import mcp_settings
+from mcp_resources.auth.authentication import user_principal
 from mcp_resources.exceptions import AuthenticationRequired, InsufficientScope, MCPError
 from mcp_resources.principal import Principal
 from mcp_resources.protocol.versions import (
@@ -79,16 +79,7 @@ class MCPClient(Client):
         if user is None:
             self.handler.forced = None
         else:
-            authenticator = mcp_settings.authentication_class()
-            get_subject = getattr(authenticator, "get_subject", None)
-            principal = Principal(
-                subject=get_subject(user) if get_subject is not None else str(user.pk),
-                client_id=client_id,
-                scopes=expand_scopes(scopes, mcp_settings.scope_hierarchy),
-                audience=(mcp_settings.resource_uri,) if mcp_settings.resource_uri else (),
-                authenticated=True,
-            )
-            self.handler.forced = (principal, user)
+            self.handler.forced = (user_principal(user, scopes, client_id), user)
         self.session_id = None
 
     # Methods -------------------------------------------------------------------------------------------------

@@ -39,6 +39,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # Users and tokens ------------------------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _fast_password_hashing() -> Iterator[None]:
+    """A cheap password hasher for every user the tests create (Django's default takes about a second a user)."""
+    from django.test.utils import override_settings
+
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
+
+
 @pytest.fixture
 def alice(db: None) -> Any:
     """A user ``alice`` (password ``alice``)."""
@@ -72,15 +81,16 @@ def make_token(db: None) -> Callable[..., str]:
 
 @pytest.fixture(scope="module")
 def demo_project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[live.Project]:
-    """The demo project with its demo data, in a fresh database of this module's own."""
+    """The demo project with its demo data (``load_demo_data``), in a fresh database of this module's own."""
     with live.project(tmp_path_factory.mktemp("project")) as project:
         yield project
 
 
 @pytest.fixture(scope="module")
 def demo_server(demo_project: live.Project) -> Iterator[live.Server]:
-    """The demo project under uvicorn (``testproject.asgi``), as ``make demo`` serves it."""
-    server = live.Server(demo_project, name="uvicorn").start()
+    """The demo project under uvicorn (``testproject.asgi``: Channels' routers, ``MCPEndpoint``, Django's ASGI
+    handler), as ``make demo`` serves it; the app logs at INFO (``demo_server.logged()``)."""
+    server = live.Server(demo_project, name="uvicorn", env={"MCP_LOG_LEVEL": "INFO"}).start()
     try:
         yield server
     finally:

@@ -97,6 +97,20 @@ def _quote(value: str) -> str:
     return value.replace("\r", "").replace("\n", "").replace("\\", "\\\\").replace('"', '\\"')
 
 
+def user_principal(user: Any, scopes: Iterable[str], client_id: str) -> Principal:
+    """The principal a valid token of ``user`` holding ``scopes`` would give: the subject as the configured
+    authentication class computes it (``get_subject``), the scopes expanded by ``SCOPE_HIERARCHY``, the audience the
+    endpoint's ``RESOURCE_URI``. For callers that have no token: management commands and the test client."""
+    get_subject = getattr(mcp_settings.authentication_class(), "get_subject", None)
+    return Principal(
+        subject=get_subject(user) if get_subject is not None else str(user.pk),
+        client_id=client_id,
+        scopes=expand_scopes(scopes, mcp_settings.scope_hierarchy),
+        audience=(mcp_settings.resource_uri,) if mcp_settings.resource_uri else (),
+        authenticated=True,
+    )
+
+
 class BaseAuthentication:
     """Identify the caller of one MCP request, and describe how to authenticate.
 
@@ -236,16 +250,19 @@ class OAuth2Authentication(BaseAuthentication):
         """Validate ``token`` with django-oauth-toolkit's validator; raise :class:`AuthenticationRequired` if not.
 
         ``OAUTH2_VALIDATOR_CLASS().validate_bearer_token`` decides (known, not expired, application usable, resource
-        allowed); the exact audience check follows in :meth:`check_audience`.
+        allowed); the exact audience check follows in :meth:`check_audience`. The token row is loaded in one plain
+        query when the validator loads it the default way (:mod:`mcp_resources.auth.loading`).
         """
         from oauth2_provider.settings import oauth2_settings
         from oauthlib.common import Request as OAuthRequest
+
+        from mcp_resources.auth.loading import validator_class
 
         # django-oauth-toolkit checks a token's resource against this URI (prefix match); the exact audience
         # check follows in check_audience.
         uri = canonical_resource_uri(request) or request.build_absolute_uri(request.path)
         oauth_request = OAuthRequest(uri, http_method=request.method or "POST")
-        validator = oauth2_settings.OAUTH2_VALIDATOR_CLASS()
+        validator = validator_class(oauth2_settings.OAUTH2_VALIDATOR_CLASS)()
         if not validator.validate_bearer_token(token, [], oauth_request):
             detail = (getattr(oauth_request, "oauth2_error", None) or {}).get("error_description")
             self.refuse(key, str(detail or "unknown, expired or revoked token"))

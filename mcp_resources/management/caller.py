@@ -8,8 +8,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 from django.http import HttpRequest
 
+from mcp_resources.auth.authentication import user_principal
 from mcp_resources.exceptions import AuthenticationRequired, InsufficientScope, MCPError
-from mcp_resources.principal import Principal
 from mcp_resources.protocol.versions import LATEST_VERSION
 from mcp_resources.server import CallContext, MCPServer, default_server
 
@@ -34,12 +34,7 @@ def context_for(
     request = HttpRequest()
     request.method = "POST"
     request.user = user
-    principal = Principal(
-        subject=str(user.pk),
-        client_id=client_id,
-        scopes=frozenset(declared_scopes(server) if scopes is None else scopes),
-        authenticated=True,
-    )
+    principal = user_principal(user, declared_scopes(server) if scopes is None else scopes, client_id)
     request.mcp_principal = principal  # type: ignore[attr-defined]
     request.auth = principal  # type: ignore[attr-defined]
     return CallContext(request, LATEST_VERSION, principal, {})

@@ -293,7 +293,10 @@ class MCPServer:
         if static is not None:
             authorize(static.access, static.scopes, ctx.principal)
             return static, None, None
-        matched = self.registry.match(uri)
+        try:
+            matched = self.registry.match(uri)
+        except ResourceNotFound:
+            matched = None  # a parse_uri override refused the URI as not found
         if matched is None:
             raise self.not_found(uri, ctx)
         template, variables = matched

@@ -59,6 +59,10 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[..., Awaitable[None]]
 
 
+class _ClientGone(Exception):
+    """The client disconnected before the end of its request body."""
+
+
 class MCPEndpoint:
     """The ASGI application for the MCP path: streams here, other requests on to ``django_app``.
 
@@ -93,7 +97,11 @@ class MCPEndpoint:
         if scope["method"] == "GET" and b"mcp-session-id" in headers:
             await self._stream(scope, receive, send, b"", self.streams.prepare_session_stream)
             return
-        body = await self._read_body(receive, mcp_settings.max_request_bytes)
+        try:
+            body = await self._read_body(receive, mcp_settings.max_request_bytes)
+        except _ClientGone:
+            logger.debug("the client disconnected during its request body: nothing to do")
+            return
         if body is None:
             await self._send(too_large_response(), send)
             return
@@ -166,13 +174,14 @@ class MCPEndpoint:
 
     @staticmethod
     async def _read_body(receive: Receive, limit: int) -> bytes | None:
-        """The whole request body, or ``None`` once it grows past ``limit`` bytes."""
+        """The whole request body, or ``None`` once it grows past ``limit`` bytes; :exc:`_ClientGone` if the client
+        disconnects first."""
         chunks: list[bytes] = []
         size = 0
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
-                return b""
+                raise _ClientGone()
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:
