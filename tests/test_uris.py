@@ -285,6 +285,12 @@ def test_expand_reserved_variables_keep_reserved_characters():
     assert t.expand({"path": "a b"}) == "a://x/a%20b"
 
 
+@given(st.integers(min_value=-(2**70), max_value=2**70))
+def test_an_integer_expands_as_its_text_would(number):
+    template = compile_template("learn://documents/{id}/{+rest}")
+    assert template.expand({"id": number, "rest": number}) == template.expand({"id": str(number), "rest": str(number)})
+
+
 def test_expand_missing_variable_raises_key_error():
     t = compile_template("a://x/{a}-{b}")
     with pytest.raises(KeyError):

@@ -22,11 +22,13 @@ from django.db import DEFAULT_DB_ALIAS, router
 from mcp_resources.access import may_access
 from mcp_resources.cancellation import cancellable_queries
 from mcp_resources.exceptions import BadPosition, DeadlineExceeded, SourceContractError
+from mcp_resources.listing.compiled import DeclaredListing, StaticListing, declared_listing
 from mcp_resources.listing.keyset import decode_position, keyset_queryset, order_after, resolve_field
-from mcp_resources.listing.plan import list_plan
+from mcp_resources.listing.plan import ListPlan, list_plan
 from mcp_resources.listing.prefix import prefix_variables
 from mcp_resources.listing.queries import native_timestamps, statement_timeout
 from mcp_resources.models import StaticResource
+from mcp_resources.ownership import owner_of
 from mcp_resources.protocol.uris import MAX_URI_LENGTH, can_start_with
 from mcp_resources.resources import InventoryPage, ModelResourceTemplate, ResourceTemplate
 
@@ -49,6 +51,8 @@ _KEY = re.compile(rf"[\x21-\x7e]{{1,{KEY_MAX_LENGTH}}}")  # used with fullmatch:
 STATIC_FIELDS = ("uri", "name", "title", "description", "mime_type", "access", "required_scopes")
 """What a listing reads of a ``StaticResource`` row (never its contents)."""
 
+_static_listing = StaticListing(STATIC_FIELDS)
+
 
 def remaining_ms(deadline: float) -> int:
     """Milliseconds left until ``deadline`` (a ``time.monotonic()`` value); raises once it has passed."""
@@ -67,6 +71,20 @@ class StaticSource:
         self.registry = registry
         self.principal = principal
 
+    @staticmethod
+    def rows(
+        request: HttpRequest, using: str, after: str | None, limit: int, prefix: str, deadline: float
+    ) -> list[Any]:
+        """Up to ``limit`` enabled ``StaticResource`` rows after ``after`` (``STATIC_FIELDS`` values)."""
+        with statement_timeout(using, remaining_ms(deadline)), cancellable_queries(request, using):
+            rows = None if prefix else _static_listing.rows(using, after, limit)
+            if rows is None:
+                queryset = StaticResource.objects.using(using).filter(enabled=True)
+                if prefix:
+                    queryset = queryset.filter(uri__startswith=prefix)
+                rows = list(order_after(queryset, "uri", after, limit).values_list(*STATIC_FIELDS))
+        return rows
+
     def page(
         self, request: HttpRequest, *, after: Any, limit: int, prefix: str, deadline: float, seen: set[str]
     ) -> Page:
@@ -84,11 +102,7 @@ class StaticSource:
         found, position = 0, after
         using = router.db_for_read(StaticResource) or DEFAULT_DB_ALIAS
         while found <= limit:
-            queryset = StaticResource.objects.using(using).filter(enabled=True)
-            if prefix:
-                queryset = queryset.filter(uri__startswith=prefix)
-            with statement_timeout(using, remaining_ms(deadline)), cancellable_queries(request, using):
-                rows = list(order_after(queryset, "uri", position, limit + 1).values_list(*STATIC_FIELDS))
+            rows = self.rows(request, using, position, limit + 1, prefix, deadline)
             for row in rows:
                 static = StaticResource.from_db(using, STATIC_FIELDS, row)
                 if static.uri not in code and may_access(static.access, static.scopes, self.principal):
@@ -150,6 +164,10 @@ def model_page(
             return [], False
     position = _position(template, ordering, after)
     plan = list_plan(template)
+    if plan is not None and not prefix:
+        declared = declared_listing(template, plan.columns)
+        if declared is not None:
+            return _declared_page(declared, template, request, plan, position, limit, deadline)
     try:
         query = keyset_queryset(queryset, ordering, position, limit)
         if plan is not None:
@@ -178,6 +196,37 @@ def model_page(
         # Every row of this batch fell outside the prefix once encoded: continue after the last one.
         return [(pairs[-1][0], {})], True
     return entries, has_more
+
+
+def _declared_page(
+    declared: DeclaredListing,
+    template: ModelResourceTemplate,
+    request: HttpRequest,
+    plan: ListPlan,
+    position: list[Any] | None,
+    limit: int,
+    deadline: float,
+) -> Page:
+    """A page of a template whose scope is declared, through its compiled query (the queryset when it cannot be)."""
+    owner = owner_of(request)
+    if owner is None:
+        return [], False
+    assert template.model is not None
+    using = template.queryset.db if template.queryset is not None else router.db_for_read(template.model)
+    try:
+        with (
+            statement_timeout(using, remaining_ms(deadline)),
+            native_timestamps(using),
+            cancellable_queries(request, using),
+        ):
+            rows = declared.rows(using, owner, position, limit)
+            if rows is None:
+                query = keyset_queryset(template.get_queryset(request), list(template.ordering), position, limit)
+                rows = list(query.values_list(*plan.columns))
+    except (ValueError, TypeError):
+        return [], False  # a position value the field cannot take names no record
+    has_more = len(rows) > limit
+    return [(plan.key(row), plan.resource(row)) for row in rows[:limit]], has_more
 
 
 def _position(template: ModelResourceTemplate, ordering: list[Any], after: Any) -> list[Any] | None:

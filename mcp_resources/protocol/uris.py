@@ -146,18 +146,29 @@ class URITemplate:
             i = end
         return spans
 
+    @cached_property
+    def _expansion(self) -> tuple[tuple[str, str | None, str], ...]:
+        """Each part as ``(literal, None, "")`` or ``("", variable name, the characters it keeps unencoded)``."""
+        unreserved, reserved = _UNRESERVED.replace("\\", ""), _RESERVED.replace("\\", "")
+        return tuple(
+            (part.text, None, "")
+            if isinstance(part, Literal)
+            else ("", part.name, unreserved + (reserved + "%" if part.reserved else ""))
+            for part in self.parts
+        )
+
     def expand(self, variables: Mapping[str, object]) -> str:
         """Expand the template; ``{var}`` values are percent-encoded, ``{+var}`` keep reserved characters."""
         out = []
-        for part in self.parts:
-            if isinstance(part, Literal):
-                out.append(part.text)
+        for literal, name, safe in self._expansion:
+            if name is None:
+                out.append(literal)
                 continue
-            if part.name not in variables:
-                raise KeyError(part.name)
-            value = str(variables[part.name])
-            safe = _UNRESERVED.replace("\\", "") + (_RESERVED.replace("\\", "") + "%" if part.reserved else "")
-            out.append(quote(value, safe=safe))
+            if name not in variables:
+                raise KeyError(name)
+            value = variables[name]
+            # An integer's digits and sign are unreserved: quote() would return them unchanged.
+            out.append(str(value) if type(value) is int else quote(str(value), safe=safe))
         return "".join(out)
 
     def __str__(self) -> str:

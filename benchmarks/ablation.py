@@ -1,0 +1,171 @@
+"""The ablation's switches: each turns one speed-up of the package off, in a benchmark process only.
+
+Production code has no knobs for them. A server started with ``MCP_BENCH_ABLATE=name[,name]`` (and
+``DJANGO_SETTINGS_MODULE=benchmarks.settings``, whose ``benchmarks`` app calls :func:`apply_from_env` once the app
+registry is ready) runs with those speed-ups replaced by the plain path they stand in for. ``bench_ablation.py``
+starts one server per switch and compares each with the server that has every speed-up on.
+
+To measure another speed-up, add a function here::
+
+    @speed_up("name", "what the speed-up does", "what runs when it is off")
+    def _name_off() -> None:
+        ...  # replace the fast function by the plain one, e.g. with replace(module.fast, plain)
+
+and it becomes a row of the ablation table (``bench_ablation.py --speed-ups`` selects some).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+ENV = "MCP_BENCH_ABLATE"
+MARK = "mcp-bench-ablation: switched off"
+
+
+@dataclass(frozen=True)
+class SpeedUp:
+    name: str
+    what: str
+    off: str
+    switch_off: Callable[[], None]
+
+
+SPEED_UPS: dict[str, SpeedUp] = {}
+
+
+def speed_up(name: str, what: str, off: str) -> Callable[[Callable[[], None]], Callable[[], None]]:
+    """Register the decorated function as the switch that turns speed-up ``name`` off."""
+
+    def register(switch_off: Callable[[], None]) -> Callable[[], None]:
+        if name in SPEED_UPS:
+            raise ValueError(f"speed-up {name!r} is registered twice")
+        SPEED_UPS[name] = SpeedUp(name, what, off, switch_off)
+        return switch_off
+
+    return register
+
+
+def replace(original: Any, replacement: Any) -> int:
+    """Rebind every module-level name of the package that refers to ``original`` (its own module's and every
+    ``from ... import`` of it) to ``replacement``; return how many names were rebound."""
+    count = 0
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == "mcp_resources" or name.startswith("mcp_resources.")):
+            continue
+        for attribute, value in list(vars(module).items()):
+            if value is original:
+                setattr(module, attribute, replacement)
+                count += 1
+    if not count:
+        raise RuntimeError(f"nothing in mcp_resources refers to {original!r}: the switch would change nothing")
+    return count
+
+
+@speed_up(
+    "values-plan",
+    "a listing reads values_list() rows of the columns it needs (mcp_resources.listing.plan.list_plan)",
+    "model instances, each turned into a resource by the template's get_resource()",
+)
+def _values_plan_off() -> None:
+    from mcp_resources.listing import plan
+
+    def no_plan(template: Any) -> None:
+        return None
+
+    replace(plan.list_plan, no_plan)
+
+
+@speed_up(
+    "timeout-in-message",
+    "the listing's statement timeout travels in the query's own message (SET LOCAL ...; SELECT ...)",
+    "atomic() + SET LOCAL: BEGIN, the SET and COMMIT as round trips of their own around the query",
+)
+def _timeout_in_message_off() -> None:
+    from mcp_resources.listing import queries
+
+    def server_side(connection: Any) -> bool:
+        return False
+
+    replace(queries.client_side_binding, server_side)
+
+
+@speed_up(
+    "native-timestamps",
+    "timestamptz columns of a listing are read with psycopg's C loader (listing.queries.native_timestamps)",
+    "Django's Python loader for every timestamp",
+)
+def _native_timestamps_off() -> None:
+    from mcp_resources.listing import queries
+
+    @contextlib.contextmanager
+    def unchanged(using: str) -> Iterator[None]:
+        yield
+
+    replace(queries.native_timestamps, unchanged)
+
+
+@speed_up(
+    "orjson",
+    "list results and the byte accounting are encoded with orjson (protocol.jsonrpc.dumps_plain)",
+    "the standard library's json encoder (jsonrpc.dumps), as every other result",
+)
+def _orjson_off() -> None:
+    from mcp_resources.protocol import jsonrpc
+
+    replace(jsonrpc.dumps_plain, jsonrpc.dumps)
+
+
+@speed_up(
+    "compiled-listing",
+    "a template that declares its scope lists through its page query compiled once (listing.compiled)",
+    "the queryset built and compiled by the ORM for every page",
+)
+def _compiled_listing_off() -> None:
+    from mcp_resources.listing import compiled
+
+    def not_declared(template: Any, columns: Any) -> None:
+        return None
+
+    def not_compiled(self: Any, using: str, after: Any, limit: int) -> None:
+        return None
+
+    replace(compiled.declared_listing, not_declared)
+    compiled.StaticListing.rows = not_compiled  # type: ignore[method-assign]
+
+
+@speed_up(
+    "token-loading",
+    "the bearer token's row is loaded in one plain query in front of django-oauth-toolkit's validator",
+    "django-oauth-toolkit's own loading (a select_related queryset compiled for every request)",
+)
+def _token_loading_off() -> None:
+    from mcp_resources.auth import loading
+
+    def configured(validator_class: type) -> type:
+        return validator_class
+
+    replace(loading.validator_class, configured)
+
+
+def requested(value: str | None = None) -> list[str]:
+    """The speed-ups named in ``MCP_BENCH_ABLATE`` (or ``value``); raises on an unknown name."""
+    raw = os.environ.get(ENV, "") if value is None else value
+    names = [name.strip() for name in raw.split(",") if name.strip()]
+    unknown = [name for name in names if name not in SPEED_UPS]
+    if unknown:
+        raise ValueError(f"{ENV}: unknown speed-up(s) {', '.join(unknown)}; known: {', '.join(SPEED_UPS)}")
+    return names
+
+
+def apply_from_env() -> list[str]:
+    """Switch off the speed-ups named in ``MCP_BENCH_ABLATE``; each is announced on stderr (servers log it)."""
+    names = requested()
+    for name in names:
+        SPEED_UPS[name].switch_off()
+        print(f"{MARK} {name} (pid {os.getpid()})", file=sys.stderr, flush=True)
+    return names
