@@ -1,4 +1,4 @@
-"""Authenticated request cost with and without the token cache (``TOKEN_CACHE_TTL``), measured in one run.
+"""Authenticated request cost with and without the token cache (``TOKEN_CACHE_TTL_SECONDS``), measured in one run.
 
 In process: ``RequestFactory`` requests handed straight to ``MCPView``, on a fresh database (a temporary SQLite
 file, or ``--db postgres``: a scratch database ``mcp_bench_auth`` on 127.0.0.1:5432 dropped afterwards) with one
@@ -6,11 +6,9 @@ user, one document and one django-oauth-toolkit token bound to the endpoint. Con
 (round-robin batches, order rotated) and reported as medians:
 
 - ``anonymous``: the same request without a token (the floor: no authentication; ``server/discover`` only);
-- ``uncached``: with the token, read from the database on every request (TOKEN_CACHE_TTL = 0), as shipped: one
-  narrow precompiled query (``mcp_resources.tokenlookup``);
-- ``dot``: the same, through django-oauth-toolkit's ``validate_bearer_token`` (its ``select_related`` query,
-  compiled per request), which the app uses when a custom validator class or introspection is configured;
-- ``cached``: with the token, served from the per-process cache (TOKEN_CACHE_TTL = 300).
+- ``uncached``: with the token, validated by django-oauth-toolkit's ``validate_bearer_token`` on every request
+  (``TOKEN_CACHE_TTL_SECONDS`` = 0, the default);
+- ``cached``: with the token, served from the per-process cache (``TOKEN_CACHE_TTL_SECONDS`` = 300).
 
 for ``server/discover`` (authentication dominates) and ``resources/read`` of the user's document. The ratio
 ``uncached / cached`` is the result; ``auth cost`` is each contender minus ``anonymous``.
@@ -91,9 +89,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from django.contrib.auth import get_user_model
     from django.test import RequestFactory
 
-    from mcp_resources import tokenlookup
-    from mcp_resources.auth.tokens import issue_access_token
     from mcp_resources.auth.tokencache import token_cache
+    from mcp_resources.auth.tokens import issue_access_token
     from mcp_resources.transport import MCPView
     from testproject.library.models import Document
 
@@ -101,7 +98,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     document = Document.objects.create(owner=user, title="Benchmark", body="benchmark body")
     token = issue_access_token(user, "documents:read", [RESOURCE], 24 * 3600, "bench_auth")
     view = MCPView.as_view()
-    fast_path_available = tokenlookup.fast_path_available
     factory = RequestFactory()
     config = settings.MCP_RESOURCES  # mutated in place: no setting_changed signal, so the cache survives
 
@@ -125,9 +121,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             headers["HTTP_AUTHORIZATION"] = f"Bearer {bearer}"
         encoded = json.dumps(body)
 
-        def send(ttl: float, through_dot: bool = False) -> None:
-            config["TOKEN_CACHE_TTL"] = ttl
-            tokenlookup.fast_path_available = (lambda: False) if through_dot else fast_path_available
+        def send(ttl: float) -> None:
+            config["TOKEN_CACHE_TTL_SECONDS"] = ttl
             response = view(factory.post("/mcp", encoded, content_type="application/json", **headers))
             assert response.status_code == 200, response.content
 
@@ -146,7 +141,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         contenders = {
             "uncached": lambda authenticated=authenticated: authenticated(0),
             "cached": lambda authenticated=authenticated: authenticated(300),
-            "dot": lambda authenticated=authenticated: authenticated(0, True),
         }
         if method == "server/discover":  # a protected read without a token is a 401, not a floor
             contenders["anonymous"] = lambda anonymous=anonymous: anonymous(0)
@@ -158,23 +152,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for name, value in medians.items():
             print(f"  {name:<10} {fmt_time(value)}")
         print(f"  uncached / cached = {ratio:.2f}x")
-        entry["dot_over_uncached"] = medians["dot"] / medians["uncached"]
-        print(f"  dot / uncached = {entry['dot_over_uncached']:.2f}x")
         if "anonymous" in medians:
             uncached_cost = medians["uncached"] - medians["anonymous"]
             cached_cost = medians["cached"] - medians["anonymous"]
-            dot_cost = medians["dot"] - medians["anonymous"]
-            entry["auth_cost_seconds"] = {"uncached": uncached_cost, "cached": cached_cost, "dot": dot_cost}
-            print(
-                f"  auth cost: dot {fmt_time(dot_cost)}, uncached {fmt_time(uncached_cost)},"
-                f" cached {fmt_time(max(cached_cost, 0.0))}"
-            )
+            entry["auth_cost_seconds"] = {"uncached": uncached_cost, "cached": cached_cost}
+            print(f"  auth cost: uncached {fmt_time(uncached_cost)}, cached {fmt_time(max(cached_cost, 0.0))}")
             if cached_cost > 0:
                 entry["auth_cost_ratio"] = uncached_cost / cached_cost
                 print(f"  auth cost ratio (uncached / cached) = {uncached_cost / cached_cost:.1f}x")
         report["operations"][label] = entry
-    config["TOKEN_CACHE_TTL"] = 0
-    tokenlookup.fast_path_available = fast_path_available
+    config["TOKEN_CACHE_TTL_SECONDS"] = 0
     return report
 
 

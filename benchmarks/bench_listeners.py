@@ -4,9 +4,11 @@ Two servers, one uvicorn process each (no reload, one worker), both on the Redis
 (``MCP_REDIS_URL=redis://127.0.0.1:6379/<--redis-db>``; the benchmark owns that database and flushes it before
 every server it starts):
 
-- ours: ``testproject.asgi:application`` (``MCPApplication`` over Django) with ``benchmarks.settings_listeners``,
-  the conformance profile (unauthenticated) with ``STREAMS_PER_CALLER`` raised, on a fresh temporary SQLite
-  database (migrated); each listener POSTs ``subscriptions/listen`` for ``test://watched-resource``;
+- ours: the standard deployment, ``testproject.asgi:application`` (Channels' ``ProtocolTypeRouter`` and
+  ``URLRouter``, the MCP path to ``MCPEndpoint``, which serves streams on the event loop), with
+  ``benchmarks.settings_listeners``, the conformance profile (unauthenticated) with ``STREAMS_PER_CALLER`` raised,
+  on a fresh temporary SQLite database (migrated); each listener POSTs ``subscriptions/listen`` for
+  ``test://watched-resource``;
 - bare: ``benchmarks.bare_consumer:application``, a Channels ``AsyncHttpConsumer`` joining the same group on the
   same layer and writing each message as an SSE event (the baseline of docs/performance-and-security.md 1.5).
 
@@ -49,7 +51,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import MODERN_VERSION, RESULTS_DIR, ROOT, write_result
+from benchmarks.common import PROTOCOL_VERSION, RESULTS_DIR, ROOT, write_result
 
 SETTINGS = "benchmarks.settings_listeners"
 WATCHED = "test://watched-resource"
@@ -69,7 +71,7 @@ def listen_request(port: int, request_id: int) -> bytes:
             "method": "subscriptions/listen",
             "params": {
                 "_meta": {
-                    "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+                    "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
                     "io.modelcontextprotocol/clientCapabilities": {},
                 },
                 "notifications": {"resourceSubscriptions": [WATCHED]},
@@ -79,7 +81,7 @@ def listen_request(port: int, request_id: int) -> bytes:
     ).encode()
     head = (
         f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
-        f"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: {MODERN_VERSION}\r\n"
+        f"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: {PROTOCOL_VERSION}\r\n"
         f"Mcp-Method: subscriptions/listen\r\nContent-Length: {len(body)}\r\n\r\n"
     )
     return head.encode() + body

@@ -2,12 +2,22 @@
 
 The SQL and parameters are captured from the core while it serves the page (``connection.execute_wrapper``), then
 run directly with the driver on a separate connection (psycopg with server-side binding, prepared after a few
-executions; or sqlite3) and fetched: the physical floor. Interleaved with it, to attribute the difference: the
-same SQL on that connection never prepared (``unprepared``, PostgreSQL only), the same SQL on Django's own
-connection (``django sql``: Django's cursor, client-side binding, as the core runs it), the ORM alone (the core's
-query built from the template's scoped queryset and run: ``keyset_queryset`` + ``values_list``), and the whole core
-page (``MCPServer.call``). Two pages: half-way through the smallest and through the middle inventory; the headline
-is the larger (less favourable) multiple. Target: core <= 3x raw.
+executions; or sqlite3) and fetched: the physical floor. A listing has one path now (the template's
+``get_queryset()`` through the ORM, then ``keyset_queryset``, read as ``values_list`` rows when the template's
+value plan applies), so the lines between the floor and the core attribute the cost step by step, interleaved:
+
+- ``unprepared``: the same SQL on that connection, never prepared (PostgreSQL only);
+- ``django sql``: the same SQL on Django's own connection (its cursor, client-side binding, psycopg's timestamp
+  loader, as the listing reads it);
+- ``orm``: the ORM building, compiling and running the listing's query from the template's ``get_queryset()``
+  (``keyset_queryset`` + ``values_list`` of the value plan's columns);
+- ``source page``: the listing source alone (``listing.sources.model_page``: the ORM query above plus the
+  statement timeout, the cancellation hook and the resource dicts);
+- ``core``: the whole ``MCPServer.call("resources/list")`` (cursor open and seal, binding, authorization of the
+  sources, the static phase's query, traversal and byte accounting, on top of the source page).
+
+Two pages: half-way through the smallest and through the middle inventory; the headline is the larger (less
+favourable) multiple. Target: core <= 3x raw.
 """
 
 from __future__ import annotations
@@ -60,6 +70,64 @@ def raw_runner(
     return run_sqlite, lite.close
 
 
+ATTRIBUTION = (
+    ("unprepared", "unprepared"),
+    ("django sql", "django_sql"),
+    ("orm", "orm"),
+    ("source page", "source_page"),
+)
+
+
+def attribution(
+    server: Any,
+    template: Any,
+    ctx: Any,
+    cursor: str,
+    sql: str,
+    sql_params: list[Any],
+    page_size: int,
+    name: str,
+) -> dict[str, Callable[[], Any]]:
+    """The ``django sql``, ``orm`` and ``source page`` contenders of one page, each checked to read the page."""
+    import time
+
+    from django.db import connection
+
+    from mcp_resources.listing.keyset import decode_position, keyset_queryset
+    from mcp_resources.listing.plan import list_plan
+    from mcp_resources.listing.queries import native_timestamps
+    from mcp_resources.listing.sources import model_page
+
+    position = server.codec.open(cursor)["pos"][1]
+    ordering = list(template.ordering)
+    after = decode_position(template.model, ordering, position)
+    plan = list_plan(template)
+    if plan is None:
+        raise ValueError("the documents template has no value plan")
+    request = ctx.request
+
+    def django_sql() -> Any:
+        with native_timestamps(connection.alias), connection.cursor() as cursor:
+            cursor.execute(sql, sql_params)
+            return cursor.fetchall()
+
+    def orm() -> Any:
+        query = keyset_queryset(template.get_queryset(request), ordering, after, page_size)
+        with native_timestamps(query.db):
+            return list(query.values_list(*plan.columns))
+
+    def source_page() -> Any:
+        deadline = time.monotonic() + 10
+        return model_page(template, request, after=position, limit=page_size, prefix="", deadline=deadline)
+
+    if len(django_sql()) != page_size + 1 or len(orm()) != page_size + 1:
+        raise ValueError("the attribution queries return another page")
+    entries, has_more = source_page()
+    if len(entries) != page_size or not has_more:
+        raise ValueError("the source page is another page")
+    return {f"django sql {name}": django_sql, f"orm {name}": orm, f"source page {name}": source_page}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=9)
@@ -98,29 +166,7 @@ def main() -> None:
             closers.append(close)
             contenders[f"unprepared {name}"] = run_unprepared
         try:
-            from django.db import connection
-
-            from mcp_resources.listing.keyset import decode_position, keyset_queryset, native_timestamps
-
-            def django_sql(sql: str = sql, sql_params: Any = sql_params) -> Any:
-                with native_timestamps(connection.alias), connection.cursor() as cursor:
-                    cursor.execute(sql, sql_params)
-                    return cursor.fetchall()
-
-            position = server.codec.open(where["cursor"])["pos"][1]
-            after = decode_position(template.model, list(template.ordering), position)
-            plan = template.list_plan()
-            request = ctx.request
-
-            def orm(after: Any = after, request: Any = request, plan: Any = plan) -> Any:
-                query = keyset_queryset(template.get_queryset(request), list(template.ordering), after, page_size)
-                with native_timestamps(query.db):
-                    return list(query.values_list(*plan.columns))
-
-            if len(django_sql()) != page_size + 1 or len(orm()) != page_size + 1:
-                raise ValueError("the attribution queries return another page")
-            contenders[f"django sql {name}"] = django_sql
-            contenders[f"orm {name}"] = orm
+            contenders.update(attribution(server, template, ctx, where["cursor"], sql, sql_params, page_size, name))
         except Exception as exc:  # internals moved: these lines are only an attribution aid
             print(f"  skipping the attribution lines for {name}: {type(exc).__name__}: {exc}")
 
@@ -135,7 +181,7 @@ def main() -> None:
         page["core_s"] = median(samples[f"core {name}"])
         page["core_over_raw"] = page["core_s"] / page["raw_s"]
         parts = []
-        for label, key in (("unprepared", "unprepared"), ("django sql", "django_sql"), ("orm", "orm")):
+        for label, key in ATTRIBUTION:
             if f"{label} {name}" in samples:
                 page[f"{key}_s"] = median(samples[f"{label} {name}"])
                 page[f"{key}_over_raw"] = page[f"{key}_s"] / page["raw_s"]

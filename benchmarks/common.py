@@ -22,10 +22,17 @@ BENCH_DIR = ROOT / "benchmarks"
 RESULTS_DIR = BENCH_DIR / "results"
 FIXTURE_FILE = RESULTS_DIR / "fixture.json"
 
-MODERN_VERSION = "2026-07-28"
+PROTOCOL_VERSION = "2026-07-28"
 DOC_TEMPLATE = "learn://documents/{}"
 DEPTHS = (0.0, 0.5, 0.99)
 IN_PROCESS_HOST = "127.0.0.1:8000"
+
+
+def python_path(first: Path = ROOT) -> str:
+    """``PYTHONPATH`` for a process of the benchmarks: ``first`` (the tree to import), then whatever the caller's
+    ``PYTHONPATH`` held besides the repository (e.g. a directory with an extra package)."""
+    extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != ROOT]
+    return os.pathsep.join([str(first), *extra])
 
 
 def setup_django() -> None:
@@ -120,7 +127,7 @@ def mcp_body(cursor: str | None, request_id: int = 1) -> bytes:
     """A 2026-07-28 ``resources/list`` request (the same bytes for every server but the cursor)."""
     params: dict[str, Any] = {
         "_meta": {
-            "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+            "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
             "io.modelcontextprotocol/clientCapabilities": {},
         }
     }
@@ -134,7 +141,7 @@ def mcp_headers(token: str | None) -> dict[str, str]:
     headers = {
         "Content-Type": "application/json",
         "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": MODERN_VERSION,
+        "MCP-Protocol-Version": PROTOCOL_VERSION,
         "Mcp-Method": "resources/list",
     }
     if token:

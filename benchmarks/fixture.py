@@ -83,12 +83,13 @@ def seed_documents(user_id: int, count: int) -> None:
 
 
 def mint_token(user: Any, resources: list[str], scope: str = "documents:read") -> str:
-    """A django-oauth-toolkit access token for ``user``, bound to ``resources`` (as ``mcp_token`` mints them)."""
+    """A django-oauth-toolkit access token for ``user``, bound to ``resources`` (as ``mcp_token`` mints them), stored
+    as django-oauth-toolkit stores tokens (``set_token_value``: its checksum, and the token only when not redacted)."""
     import secrets
     from datetime import timedelta
 
     from django.utils import timezone
-    from oauth2_provider.models import get_access_token_model, get_application_model
+    from oauth2_provider.models import get_access_token_model, get_application_model, set_token_value
 
     application_model = get_application_model()
     application, _ = application_model.objects.get_or_create(
@@ -100,14 +101,15 @@ def mint_token(user: Any, resources: list[str], scope: str = "documents:read") -
         },
     )
     token = secrets.token_urlsafe(32)
-    get_access_token_model().objects.create(
+    access_token = get_access_token_model()(
         user=user,
         application=application,
-        token=token,
         scope=scope,
         expires=timezone.now() + timedelta(days=1),
         resource=resources,
     )
+    set_token_value(access_token, token)
+    access_token.save()
     return token
 
 

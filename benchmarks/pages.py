@@ -27,25 +27,26 @@ def context_for(user: dict[str, Any], host: str = IN_PROCESS_HOST) -> Any:
     from django.test import RequestFactory
 
     from mcp_resources.conf import mcp_settings
-from mcp_resources.protocol.versions import V2026_07_28 as MODERN_VERSION
+    from mcp_resources.protocol.versions import V2026_07_28
     from mcp_resources.server import CallContext
 
     request = RequestFactory().post("/mcp", HTTP_HOST=host, HTTP_AUTHORIZATION=f"Bearer {user['token']}")
     principal = mcp_settings.authentication_class().authenticate(request)
     request.mcp_principal = principal
-    return CallContext(request, MODERN_VERSION, principal, {})
+    return CallContext(request, V2026_07_28, principal, {})
 
 
 def sealed_cursor(server: Any, template: Any, ctx: Any, first_id: int, skip: int) -> str:
     """A cursor positioned after the first ``skip`` documents, sealed with the server's codec and binding."""
-    from mcp_resources.protocol.cursors import make_cursor
     from mcp_resources.listing.keyset import encode_position
+    from mcp_resources.listing.pipeline import binding
+    from mcp_resources.protocol.cursors import make_cursor
     from testproject.library.models import Document
 
     obj = Document.objects.get(pk=first_id + skip - 1)
     position = [template.name, encode_position(obj, list(template.ordering))]
-    binding = server._binding("resources/list", ctx, "")
-    return make_cursor(server.codec, binding, position, time.time())
+    bound = binding("resources/list", ctx.principal, "", server.registry.templates)
+    return make_cursor(server.codec, bound, position, time.time())
 
 
 def walked_cursor(server: Any, ctx: Any, first_id: int, skip: int) -> tuple[str | None, int]:
@@ -106,11 +107,12 @@ def reference_pages(fixture: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def capture_page_sql(server: Any, ctx: Any, params: dict[str, Any]) -> tuple[str, list[Any]]:
-    """The documents SELECT the core sends for one page, as passed to the driver: SQL with ``%s`` and params
-    (with prepared statements off for the call, so that the SELECT itself is sent)."""
-    from django.conf import settings
+    """The documents SELECT the core sends for one page, as passed to the driver: SQL with ``%s`` and params.
+
+    The capturing wrapper is installed outside the core's own (the statement timeout's prefix), so it sees the
+    query as the ORM compiled it.
+    """
     from django.db import connection
-    from django.test.utils import override_settings
 
     seen: list[tuple[str, list[Any]]] = []
 
@@ -119,9 +121,36 @@ def capture_page_sql(server: Any, ctx: Any, params: dict[str, Any]) -> tuple[str
             seen.append((sql, list(sql_params or ())))
         return execute(sql, sql_params, many, context)
 
-    unprepared = {**(getattr(settings, "MCP_RESOURCES", None) or {}), "PREPARED_STATEMENTS": False}
-    with override_settings(MCP_RESOURCES=unprepared), connection.execute_wrapper(wrapper):
+    with connection.execute_wrapper(wrapper):
         server.call("resources/list", params, ctx)
     if len(seen) != 1:
         raise SystemExit(f"expected one documents SELECT for the page, saw {len(seen)}")
     return seen[0]
+
+
+def http_page(fixture: dict[str, Any]) -> dict[str, Any]:
+    """The page the HTTP items request (the first of :func:`reference_pages`), with a fresh token for its user bound
+    to the configured canonical resource URI: ``label``, ``user`` (its ``token`` replaced), ``cursor`` (sealed for
+    the servers of this tree), ``skip``, ``expected`` (the page's first URI) and ``canonical``."""
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+
+    from benchmarks.fixture import mint_token
+    from mcp_resources.auth.metadata import normalize_resource_uri
+
+    page = reference_pages(fixture)[0]
+    user = dict(page["user"])
+    canonical = normalize_resource_uri(str((settings.MCP_RESOURCES or {}).get("RESOURCE_URI") or ""))
+    if not canonical:
+        raise SystemExit("the benchmark settings name no RESOURCE_URI")
+    user["token"] = mint_token(get_user_model().objects.get(pk=user["user_id"]), [canonical])
+    server, template = core_objects()
+    where = cursor_at(server, template, context_for(user), user, 0.5, fixture["page_size"])
+    return {
+        "label": page["label"],
+        "user": user,
+        "cursor": where["cursor"],
+        "skip": where["skip"],
+        "expected": where["first_uri"],
+        "canonical": canonical,
+    }

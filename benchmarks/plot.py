@@ -1,4 +1,4 @@
-"""``docs/benchmarks.png``: item 1's latencies by size and depth, and every ratio against its target."""
+"""``benchmarks/results/benchmarks.png``: item 1's latencies by size and depth, and every ratio against its target."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def draw(latest: dict[str, Any], path: Path) -> bool:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("matplotlib is not installed (pip install -e '.[dev]'): skipping docs/benchmarks.png")
+        print("matplotlib is not installed (pip install -e '.[dev]'): skipping the plot")
         return False
 
     meta = latest["meta"]

@@ -2,11 +2,13 @@
 
 Creates and seeds the benchmark database (PostgreSQL ``mcp_bench`` on 127.0.0.1:5432; ``--db sqlite`` or an
 unreachable PostgreSQL uses a SQLite file), runs each item's script in its own process (each prints its medians
-and ratios), merges their results into ``benchmarks/results/latest.json``, draws ``docs/benchmarks.png`` (when
-matplotlib is installed) and rewrites the results section of ``docs/benchmarks.md``; then drops the database
-(``--keep-db`` keeps it). ``--quick`` uses 1e3/1e4/1e5 documents and fewer rounds (a few minutes in all).
-Item 6 (listeners) needs Redis on 127.0.0.1:6379 and no benchmark database: ``--only listeners`` skips it.
-Only ratios measured within one run are results: absolute times drift by about 30% between runs here.
+and ratios), merges their results into ``benchmarks/results/latest.json``, draws
+``benchmarks/results/benchmarks.png`` (when matplotlib is installed) and rewrites the results section of
+``docs/performance.md`` (between ``<!-- results:start -->`` and ``<!-- results:end -->``, added at the end of the
+file when missing); then drops the database (``--keep-db`` keeps it). ``--quick`` uses 1e3/1e4/1e5 documents and
+fewer, shorter rounds (a few minutes in all); ``--only`` selects items. Item 6 (listeners) needs Redis on
+127.0.0.1:6379 and no benchmark database. Only ratios measured within one run are results: absolute times drift
+by about 30% between runs here.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import os
 import platform
 import secrets
+import shutil
 import subprocess
 import sys
 import time
@@ -25,13 +28,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import BENCH_DIR, RESULTS_DIR, ROOT
+from benchmarks.common import BENCH_DIR, RESULTS_DIR, ROOT, python_path
 
 PYTHON = sys.executable
-DOC = ROOT / "docs" / "benchmarks.md"
-PLOT = ROOT / "docs" / "benchmarks.png"
+DOC = ROOT / "docs" / "performance.md"
+PLOT = RESULTS_DIR / "benchmarks.png"
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 
+HTTP_FULL = ["--rounds", "7", "--duration", "6", "--warmup", "1.5"]
+HTTP_QUICK = ["--rounds", "3", "--duration", "2.5", "--warmup", "0.5"]
 ITEMS: dict[str, dict[str, Any]] = {
     "latency": {
         "script": "bench_latency.py",
@@ -54,12 +59,9 @@ ITEMS: dict[str, dict[str, Any]] = {
         "timeout": 900,
     },
     "codec": {"script": "bench_codec.py", "full": ["--rounds", "15"], "quick": ["--rounds", "9"], "timeout": 600},
-    "http": {
-        "script": "bench_http.py",
-        "full": ["--rounds", "7", "--duration", "6", "--warmup", "1.5"],
-        "quick": ["--rounds", "3", "--duration", "3", "--warmup", "1"],
-        "timeout": 1200,
-    },
+    "http": {"script": "bench_http.py", "full": HTTP_FULL, "quick": HTTP_QUICK, "timeout": 1800},
+    "ablation": {"script": "bench_ablation.py", "full": HTTP_FULL, "quick": HTTP_QUICK, "timeout": 2400},
+    "removed": {"script": "bench_removed.py", "full": HTTP_FULL, "quick": HTTP_QUICK, "timeout": 3000},
     "listeners": {
         "script": "bench_listeners.py",
         "full": ["--full"],
@@ -96,15 +98,28 @@ def git_state() -> str:
 
 
 def run_step(name: str, argv: list[str], env: dict[str, str], timeout: float) -> bool:
+    """Run one step; past ``timeout`` it gets SIGTERM (the HTTP items then stop their servers and remove the previous
+    tree's worktree), then SIGKILL."""
     print(f"\n=== {name}: {' '.join(argv[1:])}", flush=True)
     t0 = time.monotonic()
+    process = subprocess.Popen(argv, cwd=ROOT, env=env)
     try:
-        completed = subprocess.run(argv, cwd=ROOT, env=env, timeout=timeout, check=False)
+        returncode = process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         print(f"!!! {name} timed out after {timeout:.0f} s")
+        process.terminate()
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
         return False
-    if completed.returncode != 0:
-        print(f"!!! {name} failed (exit {completed.returncode})")
+    except BaseException:
+        process.terminate()
+        process.wait(timeout=60)
+        raise
+    if returncode != 0:
+        print(f"!!! {name} failed (exit {returncode})")
         return False
     print(f"--- {name} took {time.monotonic() - t0:.0f} s", flush=True)
     return True
@@ -151,17 +166,16 @@ def summarize(results: dict[str, Any]) -> list[dict[str, Any]]:
     if codec:
         add("4", "cursor codec seal+open / raw AES-GCM encrypt+decrypt", codec["codec_over_raw"], codec["target"], True)
     if http:
-        for label, server, target in (
-            ("WSGI (gunicorn gthread)", "ours-wsgi", "ours-wsgi"),
-            ("WSGI (granian)", "ours-granian-wsgi", "ours-wsgi"),
-            ("ASGI (uvicorn, the demo's)", "ours-asgi", "ours-asgi"),
+        for label, server in (
+            ("gunicorn (Django's WSGI handler, middleware on)", "ours-gunicorn"),
+            ("uvicorn (Channels, MCPEndpoint, Django's ASGI handler, middleware on)", "ours-uvicorn"),
         ):
             if server in http["ratios"]:
                 add(
                     "5",
-                    f"HTTP req/s under {label} / MCP SDK low-level",
+                    f"HTTP req/s under {label} / MCP SDK low-level, both validating the token",
                     http["ratios"][server],
-                    http["targets"][target],
+                    http["targets"][server],
                     False,
                 )
     listeners = results.get("listeners")
@@ -208,8 +222,129 @@ def fmt_target(row: dict[str, Any]) -> str:
     return f"{'<=' if row['at_most'] else '>='} {row['target']:g}{row.get('unit', 'x')}"
 
 
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in rows)]
+
+
+def http_section(http: dict[str, Any]) -> list[str]:
+    """Item 5: every server side by side, the default deployments first, the opt-ins labelled."""
+    how = {
+        "sdk": "MCP SDK low-level `Server`, `json_response`, stateless, uvicorn; its `TokenVerifier` reads the token's "
+        "row (checksum, application, user, expiry) on every request",
+        "ours-gunicorn": "default: `gunicorn testproject.wsgi`, gthread, 1 worker x 2 threads, Django's handler, "
+        "middleware on",
+        "ours-uvicorn": "default: `uvicorn testproject.asgi:application`, Channels' routers, `MCPEndpoint`, "
+        "Django's ASGI handler, middleware on",
+    }
+    how.update({name: f"opt-in: {label}" for name, label in http.get("opt_ins", {}).items()})
+    rows = []
+    for name, s in http["servers"].items():
+        ratio = http["ratios"].get(name)
+        rows.append(
+            [
+                f"`{name}`",
+                how.get(name, ""),
+                f"{s['rps']:.0f}",
+                "1.00x" if name == "sdk" else fmt_ratio(ratio),
+                f"{s['p50_ms']:.1f}",
+                f"{s['p99_ms']:.1f}",
+                f"{s['server_cpu_ms_per_request']:.2f}",
+                "n/a" if s.get("database_cpu_ms_per_request") is None else f"{s['database_cpu_ms_per_request']:.2f}",
+                str(s["errors"]),
+            ]
+        )
+    return [
+        "",
+        f"Item 5, the fair HTTP comparison: one `resources/list` page ({http['page']}), the same bearer token "
+        f"validated against django-oauth-toolkit's tables on every request by every server, {http['concurrency']} "
+        f"connections, medians of {http['rounds']} interleaved rounds of {http['duration_s']:g} s:",
+        "",
+        *table(
+            [
+                "server",
+                "how it is served",
+                "req/s",
+                "vs SDK",
+                "p50 ms",
+                "p99 ms",
+                "server CPU ms/req",
+                "PostgreSQL CPU ms/req",
+                "errors",
+            ],
+            rows,
+        ),
+    ]
+
+
+def ablation_section(ablation: dict[str, Any]) -> list[str]:
+    kinds = list(ablation["rows"][0]["servers"]) if ablation["rows"] else []
+    header = ["speed-up", "what it does", "switched off: what runs instead"]
+    for kind in kinds:
+        header += [f"{kind}: req/s off/on", f"{kind}: p99 off/on"]
+    header.append("verdict")
+    rows = []
+    for row in ablation["rows"]:
+        cells = [f"`{row['speed_up']}`", row["what"], row["off"]]
+        for kind in kinds:
+            entry = row["servers"][kind]
+            cells += [fmt_ratio(entry["rps_ratio"]), fmt_ratio(entry["p99_ratio"])]
+        cells.append(row["verdict"])
+        rows.append(cells)
+    all_on = ", ".join(
+        f"{kind} {ablation['servers'][f'{kind}-all-on']['rps']:.0f} req/s "
+        f"(rounds {', '.join(f'{r:.0f}' for r in ablation['servers'][f'{kind}-all-on']['rounds_rps'])})"
+        for kind in kinds
+    )
+    return [
+        "",
+        f"Ablation (rule 4): each remaining speed-up switched off alone, end to end, the same page as item 5, "
+        f"{ablation['concurrency']} connections, medians of {ablation['rounds']} interleaved rounds of "
+        f"{ablation['duration_s']:g} s. A speed-up earns its place when switching it off costs at least "
+        f"{ablation['gain_bar']:.0%} of the requests per second (off/on <= {1 / (1 + ablation['gain_bar']):.2f}) or "
+        f"all-on cuts p99 by at least {ablation['gain_bar']:.0%} (p99 off/on >= {1 / (1 - ablation['gain_bar']):.2f}) "
+        f"under either server. Every speed-up on: {all_on}.",
+        "",
+        *table(header, rows),
+    ]
+
+
+def removed_section(removed: dict[str, Any]) -> list[str]:
+    rows = [
+        [
+            f"`{row['speed_up']}`",
+            row["server"],
+            f"{row['rps_on']:.0f}",
+            f"{row['rps_off']:.0f}",
+            fmt_ratio(row["rps_on_over_off"]),
+            f"{row['p99_on_ms']:.1f}",
+            f"{row['p99_off_ms']:.1f}",
+        ]
+        for row in removed["rows"]
+    ]
+    current = "; ".join(
+        f"{kind}: {ratio:.2f}x ({removed['servers'][f'current-{kind}']['rps']:.0f} against "
+        f"{removed['servers'][f'previous-{kind}-all-on']['rps']:.0f} req/s)"
+        for kind, ratio in removed["current_over_previous"].items()
+    )
+    return [
+        "",
+        f"Removed speed-ups, measured in the previous tree (commit {removed['commit']}) with each one switched off "
+        f"alone, the same page, medians of {removed['rounds']} interleaved rounds of {removed['duration_s']:g} s "
+        "(worth = req/s with it / without it):",
+        "",
+        *table(
+            ["removed speed-up", "server", "req/s with it", "req/s without", "worth", "p99 ms with", "p99 ms without"],
+            rows,
+        ),
+        "",
+        f"In the same rounds, the current tree's default servers against the previous tree's (every speed-up on): "
+        f"{current}.",
+    ]
+
+
 def markdown_results(latest: dict[str, Any]) -> str:
     meta = latest["meta"]
+    results = latest["results"]
     fixture = (
         "no benchmark database"
         if meta["vendor"] == "no database"
@@ -218,66 +353,77 @@ def markdown_results(latest: dict[str, Any]) -> str:
     )
     lines = [
         f"Latest run: {meta['finished']} UTC, commit {meta.get('commit', 'unknown')}, {meta['mode']} mode, "
-        f"{fixture}, Python {meta['python']}, "
+        f"{fixture}, Python {meta['python']}, {meta['cpus']} CPUs, "
         f"load average at start {meta['loadavg_start']}, at end {meta['loadavg_end']}"
-        + (f", token cache TTL {meta['token_cache_ttl']:g} s." if meta.get("token_cache_ttl") else "."),
+        + (f", token cache TTL {meta['token_cache_ttl']:g} s." if meta.get("token_cache_ttl") else ".")
+        + f" Items run: {', '.join(results) or 'none'}.",
         "",
-        "| item | ratio | measured | target | verdict |",
-        "|---|---|---|---|---|",
+        *table(
+            ["item", "ratio", "measured", "target", "verdict"],
+            [
+                [
+                    row["item"],
+                    row["measure"],
+                    fmt_ratio(row["value"], row.get("unit", "x")),
+                    fmt_target(row),
+                    "n/a" if row["ok"] is None else ("met" if row["ok"] else "**missed**"),
+                ]
+                for row in latest["summary"]
+            ],
+        ),
     ]
-    for row in latest["summary"]:
-        verdict = "n/a" if row["ok"] is None else ("met" if row["ok"] else "**missed**")
-        measured = fmt_ratio(row["value"], row.get("unit", "x"))
-        lines.append(f"| {row['item']} | {row['measure']} | {measured} | {fmt_target(row)} | {verdict} |")
-    latency = latest["results"].get("latency")
+    latency = results.get("latency")
     if latency:
         lines += ["", "Item 1, medians (ms) through the core, and OFFSET on the same queryset:", ""]
-        header = "| documents | depth | rows skipped | keyset (core) | OFFSET | OFFSET/keyset |"
-        what_if = "what_if_s" in latency["points"][0]
-        if what_if:
-            header += " what-if: keyset with a leading `>=` |"
-        lines += [header, "|---|---|---|---|---|---|" + ("---|" if what_if else "")]
-        for p in latency["points"]:
-            row = (
-                f"| {p['size']:,} | {p['depth']:.0%} | {p['skip']:,} | {p['keyset_s'] * 1e3:.2f} | "
-                f"{p['offset_s'] * 1e3:.2f} | {p['offset_over_keyset']:.1f}x |"
-            )
-            if what_if:
-                row += f" {p['what_if_s'] * 1e3:.2f} |"
-            lines.append(row)
+        lines += table(
+            ["documents", "depth", "rows skipped", "keyset (core)", "OFFSET", "OFFSET/keyset"],
+            [
+                [
+                    f"{p['size']:,}",
+                    f"{p['depth']:.0%}",
+                    f"{p['skip']:,}",
+                    f"{p['keyset_s'] * 1e3:.2f}",
+                    f"{p['offset_s'] * 1e3:.2f}",
+                    f"{p['offset_over_keyset']:.1f}x",
+                ]
+                for p in latency["points"]
+            ],
+        )
+    if results.get("http"):
+        lines += http_section(results["http"])
+    if results.get("ablation"):
+        lines += ablation_section(results["ablation"])
+    if results.get("removed"):
+        lines += removed_section(results["removed"])
     other = []
-    drf, raw, codec, http, listeners = (latest["results"].get(k) for k in ("drf", "raw", "codec", "http", "listeners"))
+    drf, raw, codec, listeners = (results.get(k) for k in ("drf", "raw", "codec", "listeners"))
     if drf:
         for p in drf["pages"]:
             cached = (
-                f"; with `TOKEN_CACHE_TTL` 30 s: {p['ours_tc_pages_per_s']:.0f} pages/s ({p['ours_tc_over_drf']:.2f}x)"
+                f"; with `TOKEN_CACHE_TTL_SECONDS` 30: {p['ours_tc_pages_per_s']:.0f} pages/s "
+                f"({p['ours_tc_over_drf']:.2f}x)"
                 if "ours_tc_over_drf" in p
-                else ""
-            )
-            front = (
-                f"; through `MCPWSGIApplication` (no middleware stack, as the demo's `wsgi.py`): "
-                f"{p['ours_front_pages_per_s']:.0f} pages/s ({p['ours_front_over_drf']:.2f}x)"
-                if "ours_front_over_drf" in p
                 else ""
             )
             other.append(
                 f"- Item 2, {p['label']}: ours {p['ours_pages_per_s']:.0f} pages/s, DRF "
-                f"{p['drf_pages_per_s']:.0f} pages/s ({p['ours_over_drf']:.2f}x){cached}{front}."
+                f"{p['drf_pages_per_s']:.0f} pages/s ({p['ours_over_drf']:.2f}x){cached}."
             )
     if raw:
         for p in raw["pages"]:
             parts = "".join(
                 f", {label} {p[key + '_s'] * 1e3:.3f} ms ({p[key + '_over_raw']:.2f}x)"
                 for label, key in (
-                    ("same SQL unprepared", "unprepared"),
-                    ("same SQL on Django's connection", "django_sql"),
-                    ("ORM alone", "orm"),
+                    ("the same SQL unprepared", "unprepared"),
+                    ("on Django's connection", "django_sql"),
+                    ("the ORM query from get_queryset()", "orm"),
+                    ("the listing source's page", "source_page"),
                 )
                 if key + "_s" in p
             )
             other.append(
-                f"- Item 3, {p['label']}: raw SQL (prepared) {p['raw_s'] * 1e3:.3f} ms, core "
-                f"{p['core_s'] * 1e3:.2f} ms ({p['core_over_raw']:.2f}x){parts}."
+                f"- Item 3, {p['label']}: raw SQL (prepared) {p['raw_s'] * 1e3:.3f} ms{parts}, the core "
+                f"{p['core_s'] * 1e3:.2f} ms ({p['core_over_raw']:.2f}x)."
             )
     if codec:
         other.append(
@@ -285,38 +431,6 @@ def markdown_results(latest: dict[str, Any]) -> str:
             f"make_cursor+read_cursor {codec['cursor_helpers_s'] * 1e6:.2f} µs "
             f"({codec['payload_bytes']} payload bytes, {codec['token_chars']}-character token)."
         )
-    if http:
-        for name, s in http["servers"].items():
-            ratio = f" ({http['ratios'][name]:.2f}x the SDK)" if name in http["ratios"] else ""
-            database = s.get("database_cpu_ms_per_request")
-            database_cpu = f", PostgreSQL CPU {database:.2f} ms/request" if database is not None else ""
-            other.append(
-                f"- Item 5, {name}: {s['rps']:.0f} req/s{ratio}, p50 {s['p50_ms']:.1f} ms, p99 {s['p99_ms']:.1f} ms, "
-                f"server CPU {s['server_cpu_ms_per_request']:.2f} ms/request{database_cpu}, {s['errors']} errors."
-            )
-        if http.get("token_cache_ttl_of_variants"):
-            other.append(
-                f"- Item 5: `+tc` servers run with `TOKEN_CACHE_TTL` {http['token_cache_ttl_of_variants']} s "
-                "(reported, not the verdict; the default, 0, validates every token)."
-            )
-        if http.get("unprepared_variants"):
-            other.append(
-                "- Item 5: `+up` servers run with `PREPARED_STATEMENTS` off (the token lookup and the page query "
-                "unprepared; reported, not the verdict)."
-            )
-        if http.get("more_threads_variants"):
-            more, threads = http["more_threads_variants"], http["threads"]
-            other.append(
-                f"- Item 5: `+mt` servers run with more threads: gunicorn with {more['wsgi']} threads instead of "
-                f"{threads['wsgi']}, `ASGI_THREADS` {more['asgi']} instead of {threads['asgi']} (reported, not the "
-                "verdict)."
-            )
-        if any(name.startswith("ours-granian") for name in http["servers"]):
-            other.append(
-                "- Item 5: `ours-granian-*` serve the same two applications under granian, a WSGI/ASGI server "
-                "written in Rust: its WSGI line has a row of its own above, next to gunicorn's; its ASGI line is "
-                "reported only (the ASGI verdict is the demo's uvicorn)."
-            )
     if listeners:
         for r in listeners["servers"]:
             other.append(
@@ -328,22 +442,18 @@ def markdown_results(latest: dict[str, Any]) -> str:
                 f"{r['server_cpu_us_per_delivery']:.0f} µs/delivery, {r['ended_by_server']} streams ended early."
             )
     if other:
-        lines += ["", "Medians behind the ratios (absolute values are only comparable within this run):", "", *other]
+        lines += ["", "Medians behind the other ratios (absolute values are only comparable within this run):", ""]
+        lines += other
     if meta.get("failed"):
         lines += ["", f"Steps that failed in this run: {', '.join(meta['failed'])}."]
-    if latest.get("plot"):
-        lines += ["", "![benchmark plot](benchmarks.png)"]
     return "\n".join(lines)
 
 
 def update_doc(latest: dict[str, Any]) -> None:
-    if not DOC.exists():
-        print(f"{DOC} is missing: results not written into it")
-        return
-    text = DOC.read_text()
+    """Rewrite the results section of docs/performance.md (the markers are added at the end when missing)."""
+    text = DOC.read_text() if DOC.exists() else "# Performance\n"
     if START not in text or END not in text:
-        print(f"{DOC} has no {START} ... {END} block: results not written into it")
-        return
+        text = f"{text.rstrip()}\n\n{START}\n{END}\n"
     head, rest = text.split(START, 1)
     _, tail = rest.split(END, 1)
     DOC.write_text(f"{head}{START}\n{markdown_results(latest)}\n{END}{tail}")
@@ -357,13 +467,18 @@ def main() -> None:
     parser.add_argument("--page-size", type=int, default=100)
     parser.add_argument("--only", default="", help="comma-separated items: " + ",".join(ITEMS))
     parser.add_argument("--keep-db", action="store_true", help="do not drop the benchmark database at the end")
-    parser.add_argument("--profile", action="store_true", help="also write cProfile hot spots to results/")
-    parser.add_argument("--no-doc", action="store_true", help="do not rewrite docs/benchmarks.md or the plot")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also write cProfile hot spots of the page (profile_page.py) and, when py-spy is installed, py-spy "
+        "samples of the HTTP servers (profile_servers.py) to results/",
+    )
+    parser.add_argument("--no-doc", action="store_true", help="do not rewrite docs/performance.md's results section")
     parser.add_argument(
         "--token-cache-ttl",
         type=float,
         default=0,
-        help="set MCP_RESOURCES['TOKEN_CACHE_TTL'] (seconds) for every item; default 0: the demo's setting, off",
+        help="set MCP_RESOURCES['TOKEN_CACHE_TTL_SECONDS'] for every item; default 0: the demo's setting, off",
     )
     args = parser.parse_args()
 
@@ -379,7 +494,7 @@ def main() -> None:
         parser.error(f"unknown items: {', '.join(sorted(unknown))}")
     env = {
         **os.environ,
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": python_path(),
         "DJANGO_SETTINGS_MODULE": "benchmarks.settings",
         "MCP_BENCH_DB": db,
         "MCP_BENCH_PAGE_SIZE": str(args.page_size),
@@ -407,9 +522,22 @@ def main() -> None:
                 results[name] = json.loads((RESULTS_DIR / f"{name}.json").read_text())
             else:
                 failed.append(name)
-        if args.profile and not run_step("profile", [PYTHON, str(BENCH_DIR / "profile_page.py")], env, 600):
-            failed.append("profile")
+        if args.profile:
+            if not run_step("profile", [PYTHON, str(BENCH_DIR / "profile_page.py")], env, 600):
+                failed.append("profile")
+            if not shutil.which(env.get("PY_SPY", "py-spy")):
+                print("py-spy is not installed (pip install py-spy; or PY_SPY=path): no profile of the servers")
+            elif not run_step(
+                "profile servers",
+                [PYTHON, str(BENCH_DIR / "profile_servers.py"), "--py-spy", shutil.which(env.get("PY_SPY", "py-spy"))],
+                env,
+                600,
+            ):
+                failed.append("profile servers")
     finally:
+        from benchmarks.bench_removed import remove_worktree
+
+        remove_worktree()  # normally gone already: the removed item removes it at its end
         if not needs_fixture:
             pass
         elif args.keep_db:
@@ -444,10 +572,9 @@ def main() -> None:
         "results": results,
         "summary": summarize(results),
     }
-    if not args.no_doc:
-        from benchmarks.plot import draw
+    from benchmarks.plot import draw
 
-        latest["plot"] = draw(latest, PLOT)
+    latest["plot"] = draw(latest, PLOT)
     (RESULTS_DIR / "latest.json").write_text(json.dumps(latest, indent=2, default=str) + "\n")
 
     print(f"\n=== summary ({mode}, {fixture['vendor']}, one run, {latest['meta']['seconds']} s)")
@@ -455,6 +582,18 @@ def main() -> None:
         verdict = "n/a" if row["ok"] is None else ("met" if row["ok"] else "MISSED")
         measured = fmt_ratio(row["value"], row.get("unit", "x"))
         print(f"  item {row['item']}: {row['measure']}: {measured} (target {fmt_target(row)}) {verdict}")
+    ablation, removed = results.get("ablation"), results.get("removed")
+    for row in ablation["rows"] if ablation else []:
+        servers = ", ".join(
+            f"{kind} req/s {entry['rps_ratio']:.2f}x, p99 {entry['p99_ratio']:.2f}x"
+            for kind, entry in row["servers"].items()
+        )
+        print(f"  ablation: {row['speed_up']} off / all on: {servers}: {row['verdict']}")
+    for row in removed["rows"] if removed else []:
+        print(
+            f"  removed: {row['speed_up']} under {row['server']}: req/s with it / without it "
+            f"{row['rps_on_over_off']:.2f}x, p99 {row['p99_on_over_off']:.2f}x"
+        )
     if failed:
         print(f"  failed steps: {', '.join(failed)}")
     print(f"results: {(RESULTS_DIR / 'latest.json').relative_to(ROOT)}")

@@ -1,24 +1,80 @@
-"""The peer for item 5: the official MCP Python SDK's low-level ``Server`` serving the same page.
+"""The peer for item 5: the official MCP Python SDK's low-level ``Server`` serving the same page, behind the same
+bearer token.
 
 ``python sdk_server.py CONFIG.json PORT`` serves ``resources/list`` with a handler that runs the same SQL the
 Django ORM emits for our page (captured by ``bench_http.py`` into CONFIG), bound to the position carried by a
 plain ``"<created>|<id>"`` cursor, on one synchronous driver connection (psycopg or sqlite3), and returns the
 page as SDK ``Resource`` models with a next cursor. The app is ``streamable_http_app(json_response=True,
-stateless_http=True)`` under uvicorn, one process. No authentication: the SDK server does not need it to serve
-this page, so the comparison charges ours for its bearer-token check (see docs/benchmarks.md).
+stateless_http=True)`` under uvicorn, one process.
+
+Every request is authenticated through the SDK's own auth (``auth=AuthSettings(...)``,
+``token_verifier=DjangoOAuthToolkitVerifier``): the verifier looks the bearer token up in django-oauth-toolkit's
+tables on every request, as django-oauth-toolkit's validator does for ours (SHA-256 of the token, the
+``oauth2_provider_accesstoken`` row by ``token_checksum`` joined to its application and its user, expiry checked,
+an inactive user refused) on the same connection as the page query, and returns an ``AccessToken`` with the
+token's scopes, the resource it was issued for (RFC 8707: the entry of its ``resource`` list equal to the server's
+canonical URI) and the user as subject. The SDK then refuses a token issued for another resource
+(``validate_token_resource``) or without the ``documents:read`` scope (``required_scopes``), answering 401/403.
+No cache: like ours with ``TOKEN_CACHE_TTL_SECONDS`` 0, the row is read for every request.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
-from datetime import datetime
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import mcp_types as types
 import uvicorn
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.lowlevel import Server
+
+TOKEN_SQL = (
+    "SELECT t.expires, t.scope, t.resource, a.client_id, t.user_id, u.is_active "
+    "FROM oauth2_provider_accesstoken t "
+    "JOIN oauth2_provider_application a ON a.id = t.application_id "
+    "LEFT JOIN auth_user u ON u.id = t.user_id "
+    "WHERE t.token_checksum = %s"
+)
+
+
+class DjangoOAuthToolkitVerifier:
+    """The SDK's ``TokenVerifier`` protocol over django-oauth-toolkit's access token table."""
+
+    def __init__(self, conn: Any, vendor: str, resource: str) -> None:
+        self.conn = conn
+        self.sql = TOKEN_SQL if vendor == "postgresql" else TOKEN_SQL.replace("%s", "?")
+        self.vendor = vendor
+        self.resource = resource
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        checksum = hashlib.sha256(token.encode("utf-8")).hexdigest()
+        row = self.conn.execute(self.sql, [checksum]).fetchone()
+        if row is None:
+            return None
+        expires, scope, resource, client_id, user_id, is_active = row
+        if isinstance(expires, str):  # SQLite
+            expires = datetime.fromisoformat(expires)
+        if expires.tzinfo is None:
+            expires = expires.replace(tzinfo=UTC)
+        if expires.timestamp() <= time.time():
+            return None
+        if user_id is not None and not is_active:
+            return None
+        resources = json.loads(resource) if isinstance(resource, str) else resource or []
+        return AccessToken(
+            token=token,
+            client_id=client_id,
+            scopes=(scope or "").split(),
+            expires_at=int(expires.timestamp()),
+            resource=self.resource if self.resource in resources else (resources[0] if resources else None),
+            subject=None if user_id is None else str(user_id),
+        )
 
 
 def make_app(config: dict[str, Any]) -> Any:
@@ -56,7 +112,15 @@ def make_app(config: dict[str, Any]) -> Any:
         return types.ListResourcesResult(resources=resources, next_cursor=next_cursor)
 
     server = Server("bench-sdk-lowlevel", on_list_resources=list_resources)
-    return server.streamable_http_app(json_response=True, stateless_http=True)
+    resource = config["resource"]
+    auth = AuthSettings(
+        issuer_url=config["issuer"],
+        resource_server_url=resource,
+        required_scopes=["documents:read"],
+        validate_token_resource=True,
+    )
+    verifier = DjangoOAuthToolkitVerifier(conn, vendor, resource)
+    return server.streamable_http_app(json_response=True, stateless_http=True, auth=auth, token_verifier=verifier)
 
 
 def bind(spec: list[list[Any]], created: str, last_id: int, vendor: str) -> list[Any]:

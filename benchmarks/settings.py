@@ -7,15 +7,19 @@ Driven by environment variables that ``benchmarks/run.py`` sets for every script
 - ``MCP_BENCH_PAGE_SIZE``: ``MCP_RESOURCES["PAGE_SIZE"]`` (default 100, the maximum);
 - ``MCP_BENCH_CURSOR_KEY``: a shared ``CURSOR_KEYS`` secret, so cursors sealed by the benchmark are valid in the
   servers it starts (the same setting several workers need in production);
-- ``MCP_BENCH_TOKEN_CACHE_TTL``: ``MCP_RESOURCES["TOKEN_CACHE_TTL"]`` when set (default: the demo's, off);
+- ``MCP_BENCH_TOKEN_CACHE_TTL``: ``MCP_RESOURCES["TOKEN_CACHE_TTL_SECONDS"]`` when set (default: the demo's, off);
 - ``MCP_BENCH_CONN_MAX_AGE``: ``none`` (persistent connections, the production norm, used by every item) or
   seconds;
 - ``MCP_BENCH_PG_BINDING``: ``server`` for server-side parameter binding with psycopg's default
-  ``prepare_threshold`` (5), so that repeated statements are prepared, as the SDK peer's psycopg connection does;
-  anything else keeps Django's default (client-side binding);
-- ``MCP_BENCH_ASGI_THREADS``: ``MCP_RESOURCES["ASGI_THREADS"]`` when set (default: the app's, 2);
-- ``MCP_BENCH_PREPARED``: ``0`` sets ``MCP_RESOURCES["PREPARED_STATEMENTS"]`` to False (the app's fixed queries
-  then run unprepared, as before that setting existed).
+  ``prepare_threshold`` (5), so that repeated statements are prepared; anything else keeps Django's default
+  (client-side binding);
+- ``MCP_BENCH_DB_POOL``: ``1`` for Django's connection pool (``OPTIONS["pool"]``, needs ``psycopg_pool`` and
+  ``MCP_BENCH_CONN_MAX_AGE=0``);
+- ``MCP_BENCH_ABLATE``: speed-ups to switch off in this process (``benchmarks/ablation.py``, applied by the
+  ``benchmarks`` app once the app registry is ready).
+
+Cursors live for 6 hours instead of 15 minutes: a benchmark seals its cursors once, before rounds that can take
+longer than that.
 """
 
 from __future__ import annotations
@@ -43,11 +47,16 @@ if os.environ.get("MCP_BENCH_DB", "postgres") == "postgres":
             "HOST": "127.0.0.1",
             "PORT": "5432",
             "CONN_MAX_AGE": _conn_max_age,
-            "OPTIONS": (
-                {"server_side_binding": True, "prepare_threshold": 5}
-                if os.environ.get("MCP_BENCH_PG_BINDING") == "server"
-                else {}
-            ),
+            "OPTIONS": {
+                **(
+                    {"server_side_binding": True, "prepare_threshold": 5}
+                    if os.environ.get("MCP_BENCH_PG_BINDING") == "server"
+                    else {}
+                ),
+                # Django's own pool (psycopg_pool), the way Django's docs advise for ASGI instead of persistent
+                # connections; it needs CONN_MAX_AGE 0.
+                **({"pool": True} if os.environ.get("MCP_BENCH_DB_POOL") == "1" else {}),
+            },
         }
     }
 else:
@@ -63,14 +72,14 @@ MCP_RESOURCES = {
     **_DEMO_MCP_RESOURCES,
     "PAGE_SIZE": int(os.environ.get("MCP_BENCH_PAGE_SIZE", "100")),
     "CURSOR_KEYS": [k for k in [os.environ.get("MCP_BENCH_CURSOR_KEY", "")] if k],
+    "CURSOR_TTL_SECONDS": 6 * 3600,
 }
-if os.environ.get("MCP_BENCH_PREPARED") == "0":
-    MCP_RESOURCES["PREPARED_STATEMENTS"] = False
-if os.environ.get("MCP_BENCH_ASGI_THREADS"):
-    MCP_RESOURCES["ASGI_THREADS"] = int(os.environ["MCP_BENCH_ASGI_THREADS"])
 if os.environ.get("MCP_BENCH_TOKEN_CACHE_TTL"):
-    # Off (the default) unless asked for: ``run.py --token-cache-ttl`` measures the effect of the token cache.
-    MCP_RESOURCES["TOKEN_CACHE_TTL"] = float(os.environ["MCP_BENCH_TOKEN_CACHE_TTL"])
+    # Off (the default) unless asked for: the "+tc" servers and ``run.py --token-cache-ttl`` measure the cache.
+    MCP_RESOURCES["TOKEN_CACHE_TTL_SECONDS"] = float(os.environ["MCP_BENCH_TOKEN_CACHE_TTL"])
+
+# Last, so that its ready() runs once every other app is ready: it applies MCP_BENCH_ABLATE.
+INSTALLED_APPS = [*INSTALLED_APPS, "benchmarks.apps.BenchmarksConfig"]  # noqa: F405
 
 LOGGING = {
     "version": 1,

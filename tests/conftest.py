@@ -81,7 +81,10 @@ def make_token(db: None) -> Callable[..., str]:
 
 @pytest.fixture(scope="module")
 def demo_project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[live.Project]:
-    """The demo project with its demo data (``load_demo_data``), in a fresh database of this module's own."""
+    """The demo project with its demo data (``load_demo_data``), in a fresh database of this module's own.
+
+    A module that needs another setup (a Redis database, other demo data, a superuser) defines its own
+    ``demo_project`` with :func:`tests.live.project`; ``demo_server`` then serves that one."""
     with live.project(tmp_path_factory.mktemp("project")) as project:
         yield project
 

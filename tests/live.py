@@ -2,19 +2,33 @@
 fresh database (a temporary SQLite file, or a dedicated PostgreSQL database when ``MCP_TEST_DB=postgres``) and,
 where asked, its own Redis database.
 
-Used through the fixtures of ``tests/conftest.py``; a module that needs a particular setup builds a
-:class:`Project` and starts :class:`Server` processes on it.
+Used through the fixtures of ``tests/conftest.py`` (``demo_project``, ``demo_server``); a module that needs another
+setup builds a :class:`Project` with :func:`project` and starts :class:`Server` processes on it::
+
+    with live.redis_database() as redis_url, live.project(tmp_path, redis_url=redis_url) as project:
+        server = live.Server(project, kind="uvicorn").start()   # or kind="gunicorn" (WSGI)
+        token = server.token("alice")                            # bound to server.url
+        ...
+        server.stop()
+
+A database is migrated and loaded with the demo data once per test session and settings: every project starts
+from a copy of it (a file copy on SQLite, ``CREATE DATABASE ... TEMPLATE`` on PostgreSQL), so it is as fresh as a
+new one without paying for the migrations again.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import hashlib
 import json
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -26,6 +40,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 MANAGE = ROOT / "testproject" / "manage.py"
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
+POSTGRES_ADMIN = "host=127.0.0.1 port=5432 dbname=postgres user=postgres"
 _INHERITED_OUT = ("MCP_TEST_DB", "PGDATABASE", "MCP_DEMO_DB", "DJANGO_SETTINGS_MODULE", "DJANGO_DEBUG", "MCP_REDIS_URL")
 
 
@@ -33,6 +48,11 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def on_postgres() -> bool:
+    """Whether the suite runs on PostgreSQL (``MCP_TEST_DB=postgres``)."""
+    return os.environ.get("MCP_TEST_DB") == "postgres"
 
 
 def manage(env: dict[str, str], *args: str, timeout: float = 300) -> str:
@@ -51,24 +71,49 @@ def manage(env: dict[str, str], *args: str, timeout: float = 300) -> str:
     return completed.stdout
 
 
-@contextlib.contextmanager
-def postgres_database(prefix: str) -> Iterator[str]:
-    """A new, empty PostgreSQL database on 127.0.0.1:5432, dropped afterwards; yields its name."""
+# PostgreSQL ------------------------------------------------------------------------------------------------
+
+
+def _postgres_admin() -> Any:
     import psycopg
+
+    return psycopg.connect(POSTGRES_ADMIN, autocommit=True)
+
+
+def _create_postgres_database(name: str, template: str | None = None) -> None:
     from psycopg import sql
 
-    name = f"{prefix}_{os.getpid()}_{secrets.token_hex(3)}"
+    statement = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+    if template is not None:
+        statement = sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name), sql.Identifier(template))
+    with _postgres_admin() as conn:
+        conn.execute(statement)
 
-    def admin() -> psycopg.Connection[Any]:
-        return psycopg.connect("host=127.0.0.1 port=5432 dbname=postgres user=postgres", autocommit=True)
 
-    with admin() as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+def _drop_postgres_database(name: str) -> None:
+    from psycopg import sql
+
+    with _postgres_admin() as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def _database_name(prefix: str) -> str:
+    return f"{prefix}_{os.getpid()}_{secrets.token_hex(3)}"
+
+
+@contextlib.contextmanager
+def postgres_database(prefix: str, *, template: str | None = None) -> Iterator[str]:
+    """A new PostgreSQL database on 127.0.0.1:5432 (empty, or a copy of ``template``), dropped afterwards; yields
+    its name."""
+    name = _database_name(prefix)
+    _create_postgres_database(name, template)
     try:
         yield name
     finally:
-        with admin() as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        _drop_postgres_database(name)
+
+
+# Redis -----------------------------------------------------------------------------------------------------
 
 
 def redis_client(db: int) -> Any:
@@ -90,16 +135,96 @@ def require_redis(db: int = 0) -> str:
     return f"redis://{REDIS_HOST}:{REDIS_PORT}/{db}"
 
 
+CLAIMS_DB = 15
+"""The Redis database holding which database each running test session uses (``redis_database()``)."""
+CLAIMABLE = range(1, CLAIMS_DB)
+CLAIM_SECONDS = 1800
+
+
 @contextlib.contextmanager
-def redis_database(db: int) -> Iterator[str]:
-    """Redis database ``db``, empty before and after (stale groups or sessions would leak across runs)."""
-    url = require_redis(db)
-    client = redis_client(db)
-    client.flushdb()
-    try:
-        yield url
-    finally:
+def redis_database(db: int | None = None) -> Iterator[str]:
+    """A Redis database of the caller's own, empty before and after (stale groups or sessions would leak across
+    runs); yields its URL. Skips without Redis (fails under ``CI``).
+
+    Without ``db``, the first of databases 1-14 that no other test session holds: each is claimed in database 15
+    (a key set only if absent, expiring after half an hour should its holder die), so test sessions running at once
+    on one machine never share a channel layer or a session cache.
+    """
+    require_redis(CLAIMS_DB)
+    with contextlib.ExitStack() as stack:
+        if db is None:
+            db = stack.enter_context(_claimed_database())
+        url = require_redis(db)
+        client = redis_client(db)
+        stack.callback(client.close)
         client.flushdb()
+        stack.callback(client.flushdb)
+        yield url
+
+
+@contextlib.contextmanager
+def _claimed_database() -> Iterator[int]:
+    claims = redis_client(CLAIMS_DB)
+    holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+    try:
+        for db in CLAIMABLE:
+            key = f"mcp-tests:redis-db:{db}"
+            if claims.set(key, holder, nx=True, ex=CLAIM_SECONDS):
+                break
+        else:
+            raise RuntimeError(f"every Redis database in {CLAIMABLE} is held by another test session")
+        try:
+            yield db
+        finally:
+            if claims.get(key) == holder.encode():
+                claims.delete(key)
+    finally:
+        claims.close()
+
+
+# Projects --------------------------------------------------------------------------------------------------
+
+
+def _base_env(settings: str) -> dict[str, str]:
+    base = {key: value for key, value in os.environ.items() if key not in _INHERITED_OUT}
+    base.update(
+        DJANGO_SETTINGS_MODULE=settings,
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), base.get("PYTHONPATH")])),
+    )
+    return base
+
+
+_templates: dict[tuple[Any, ...], str] = {}
+"""Migrated databases with their demo data, one per settings module and ``demo_data``: a SQLite file's path or a
+PostgreSQL database's name. Made on first use, removed when the test process exits."""
+
+
+def _template(settings: str, demo_data: tuple[str, ...] | None) -> str:
+    """The template database for ``settings`` and ``demo_data``: migrated (a copy of the migrated one when there is
+    demo data), then loaded."""
+    key = (on_postgres(), settings, demo_data)
+    if key in _templates:
+        return _templates[key]
+    migrated = None if demo_data is None else _template(settings, None)
+    env = _base_env(settings)
+    if on_postgres():
+        location = _database_name("mcp_live_template")
+        _create_postgres_database(location, migrated)
+        atexit.register(_drop_postgres_database, location)
+        env.update(MCP_TEST_DB="postgres", PGDATABASE=location)
+    else:
+        directory = tempfile.mkdtemp(prefix="mcp-live-template-")
+        atexit.register(shutil.rmtree, directory, True)
+        location = str(Path(directory) / "template.sqlite3")
+        if migrated is not None:
+            shutil.copyfile(migrated, location)
+        env["MCP_DEMO_DB"] = location
+    if demo_data is None:
+        manage(env, "migrate", "--verbosity", "0")
+    else:
+        manage(env, "load_demo_data", *demo_data)
+    _templates[key] = location
+    return location
 
 
 @dataclass
@@ -109,6 +234,13 @@ class Project:
     env: dict[str, str]
     workdir: Path
     tokens: dict[tuple[str, str, str], str] = field(default_factory=dict)
+
+    @property
+    def database(self) -> dict[str, str]:
+        """The project's database as a ``DATABASES`` entry's ``ENGINE`` and ``NAME`` (for the test process)."""
+        if self.env.get("MCP_TEST_DB") == "postgres":
+            return {"ENGINE": "django.db.backends.postgresql", "NAME": self.env["PGDATABASE"]}
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": self.env["MCP_DEMO_DB"]}
 
     def manage(self, *args: str, env: dict[str, str] | None = None) -> str:
         return manage({**self.env, **(env or {})}, *args)
@@ -120,19 +252,61 @@ class Project:
 
     def token(self, user: str, resource: str, scope: str = "documents:read") -> str:
         """An access token of ``user`` bound to ``resource`` (``manage.py mcp_token``), made once."""
-        key = (user, resource, scope)
-        if key not in self.tokens:
-            self.tokens[key] = self.manage("mcp_token", "--user", user, "--scope", scope, "--resource", resource).strip()
-        return self.tokens[key]
+        return self.make_tokens(resource, user, scope=scope)[user]
+
+    def make_tokens(self, resource: str, *users: str, scope: str = "documents:read") -> dict[str, str]:
+        """Access tokens of ``users`` bound to ``resource``, made once each by the ``mcp_token`` command (those
+        not made yet in one ``manage.py shell``: every process start costs a second)."""
+        missing = [user for user in dict.fromkeys(users) if (user, resource, scope) not in self.tokens]
+        if missing:
+            code = (
+                "import io, json; from django.core.management import call_command\n"
+                "def token(user):\n"
+                "    out = io.StringIO()\n"
+                f"    call_command('mcp_token', user=user, scope={scope!r}, resource=[{resource!r}], stdout=out)\n"
+                "    return out.getvalue().strip()\n"
+                f"print(json.dumps({{user: token(user) for user in {missing!r}}}))"
+            )
+            for user, token in json.loads(self.shell(code)).items():
+                self.tokens[(user, resource, scope)] = token
+        return {user: self.tokens[(user, resource, scope)] for user in users}
 
     def ids(self, model: str, user: str) -> list[int]:
         """The primary keys of ``user``'s rows of the demo's ``model`` (``Document`` or ``Note``), in order."""
+        return self.ids_by_user(model, user)[user]
+
+    def ids_by_user(self, model: str, *users: str) -> dict[str, list[int]]:
+        """``ids(model, user)`` for each of ``users`` (``alice`` and ``bob`` by default), in one process."""
+        users = users or ("alice", "bob")
         code = (
             f"from testproject.library.models import {model}; import json; "
-            f"print(json.dumps(list({model}.objects.filter(owner__username={user!r})"
-            ".order_by('pk').values_list('pk', flat=True))))"
+            f"print(json.dumps({{user: list({model}.objects.filter(owner__username=user)"
+            f".order_by('pk').values_list('pk', flat=True)) for user in {list(users)!r}}}))"
         )
-        return list(json.loads(self.shell(code)))
+        return {user: list(pks) for user, pks in json.loads(self.shell(code)).items()}
+
+    def stored_token(self, token: str) -> dict[str, Any] | None:
+        """The stored row of access token ``token`` (looked up by its checksum): ``scope``, ``resource`` (the list of
+        RFC 8707 resources), ``token`` (the stored column) and ``user`` (the username); ``None`` when there is none."""
+        checksum = hashlib.sha256(token.encode()).hexdigest()
+        code = (
+            "import json; from oauth2_provider.models import get_access_token_model; "
+            f"rows = list(get_access_token_model().objects.filter(token_checksum={checksum!r})"
+            ".values('scope', 'resource', 'token', 'user__username')); "
+            "print(json.dumps(rows, default=str))"
+        )
+        rows = json.loads(self.shell(code))
+        assert len(rows) <= 1, rows
+        if not rows:
+            return None
+        row = rows[0]
+        resource = row["resource"]
+        return {
+            "scope": row["scope"],
+            "resource": json.loads(resource) if isinstance(resource, str) else resource,
+            "token": row["token"],
+            "user": row["user__username"],
+        }
 
 
 @contextlib.contextmanager
@@ -144,32 +318,32 @@ def project(
     demo_data: tuple[str, ...] | None = (),
     **env: str,
 ) -> Iterator[Project]:
-    """A migrated project with a fresh database; ``demo_data`` are the arguments of ``load_demo_data`` (``None``:
-    no demo data)."""
-    base = {key: value for key, value in os.environ.items() if key not in _INHERITED_OUT}
-    base.update(
-        DJANGO_SETTINGS_MODULE=settings,
-        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), base.get("PYTHONPATH")])),
-        **env,
-    )
+    """A migrated project with a database of its own; ``demo_data`` are the arguments of ``load_demo_data``
+    (``None``: no demo data); ``redis_url`` its Redis (channel layer and cache); ``env`` more environment."""
+    base = _base_env(settings)
+    base.update(env)
     if redis_url:
         base["MCP_REDIS_URL"] = redis_url
+    template = _template(settings, demo_data)
     with contextlib.ExitStack() as stack:
-        if os.environ.get("MCP_TEST_DB") == "postgres":
-            name = stack.enter_context(postgres_database("mcp_live"))
+        if on_postgres():
+            name = stack.enter_context(postgres_database("mcp_live", template=template))
             base.update(MCP_TEST_DB="postgres", PGDATABASE=name)
         else:
-            base["MCP_DEMO_DB"] = str(workdir / "project.sqlite3")
-        created = Project(env=base, workdir=workdir)
-        created.manage("migrate", "--verbosity", "0")
-        if demo_data is not None:
-            created.manage("load_demo_data", *demo_data)
-        yield created
+            path = workdir / "project.sqlite3"
+            shutil.copyfile(template, path)
+            base["MCP_DEMO_DB"] = str(path)
+        yield Project(env=base, workdir=workdir)
+
+
+# Servers ---------------------------------------------------------------------------------------------------
 
 
 @dataclass
 class Server:
-    """One server process serving a :class:`Project` on loopback: uvicorn (ASGI) or gunicorn (WSGI)."""
+    """One server process serving a :class:`Project` on loopback: uvicorn (``testproject.asgi``) or gunicorn
+    (``testproject.wsgi``), with ``MCP_RESOURCE_URI`` set to its own endpoint and ``env`` added to the project's
+    environment. Its output goes to ``<workdir>/<name>.log``."""
 
     project: Project
     name: str = "server"
@@ -198,13 +372,15 @@ class Server:
                 *("--bind", f"127.0.0.1:{self.port}", "--workers", "1", "--threads", "2", "--log-level", "warning"),
                 *extra,
             ]
+        if self.kind != "uvicorn":
+            raise ValueError(f"unknown server kind {self.kind!r}")
         return [
             *(sys.executable, "-m", "uvicorn", "testproject.asgi:application"),
             *("--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning", *extra),
         ]
 
     def start(self, *extra: str, timeout: float = 60) -> Server:
-        """Start the process and wait until it accepts connections."""
+        """Start the process (``extra``: more command-line options) and wait until it serves HTTP."""
         env = {**self.project.env, "MCP_RESOURCE_URI": self.url, **self.env}
         with self.log.open("ab") as log_file:
             self.process = subprocess.Popen(
@@ -214,10 +390,20 @@ class Server:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"{self.name} exited with {self.process.returncode}:\n{self.logged()}")
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), timeout=1):
+            if self._answers():
                 return self
             time.sleep(0.05)
+        self.stop()
         raise RuntimeError(f"{self.name} did not start:\n{self.logged()}")
+
+    def _answers(self) -> bool:
+        """Whether a request gets an HTTP response (gunicorn listens before its worker has loaded the project)."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=5) as sock:
+                sock.sendall(b"GET /.well-known/oauth-protected-resource/mcp HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+                return sock.recv(12).startswith(b"HTTP/")
+        except OSError:
+            return False
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
@@ -232,6 +418,16 @@ class Server:
     def logged(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
+    def assert_log_clean(self) -> None:
+        """Fail when the server logged an unexpected exception."""
+        output = self.logged()
+        for marker in ("Traceback", "Internal Server Error"):
+            assert marker not in output, f"{self.name} logged {marker!r}:\n{output[-5000:]}"
+
     def token(self, user: str, scope: str = "documents:read") -> str:
         """An access token of ``user`` bound to this server's endpoint."""
         return self.project.token(user, self.url, scope)
+
+    def tokens(self, *users: str, scope: str = "documents:read") -> dict[str, str]:
+        """Access tokens of ``users`` bound to this server's endpoint (made in one process)."""
+        return self.project.make_tokens(self.url, *users, scope=scope)

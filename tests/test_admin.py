@@ -18,11 +18,6 @@ pytestmark = pytest.mark.django_db
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452")
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def admin_user_client() -> Client:
     User.objects.create_superuser("admin", "admin@example.com", "admin-password")

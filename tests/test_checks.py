@@ -13,9 +13,11 @@ from django.db import models
 from django.test.utils import isolate_apps
 
 from mcp_resources.checks import check_settings, check_templates
+from mcp_resources.conf import DEFAULTS, RENAMED
 from mcp_resources.exceptions import AlreadyRegistered, NotRegistered, RegistryFrozen
-from mcp_resources.registries import ResourceRegistry, site
+from mcp_resources.registries import ResourceRegistry, registry, site
 from mcp_resources.resources import ModelResourceTemplate, ResourceTemplate
+from mcp_resources.signals import resource_registered, resource_unregistered
 from testproject.library.models import Document
 
 
@@ -39,7 +41,7 @@ class ValidDocuments(ModelResourceTemplate):
 
 
 def test_demo_registry_passes():
-    assert check_templates(site) == []
+    assert check_templates(registry) == []
 
 
 def test_demo_settings_pass():
@@ -432,18 +434,6 @@ def test_e012_accepts_page_sizes_in_range(settings, page_size):
     assert check_settings() == []
 
 
-@pytest.mark.parametrize("threads", [0, -1, "2", 2.0, True, None])
-def test_e021_asgi_threads_must_be_a_positive_integer(settings, threads):
-    settings.MCP_RESOURCES = {"ASGI_THREADS": threads}
-    assert ids(check_settings()) == ["mcp_resources.E021"]
-
-
-@pytest.mark.parametrize("threads", [1, 2, 16])
-def test_e021_accepts_positive_thread_counts(settings, threads):
-    settings.MCP_RESOURCES = {"ASGI_THREADS": threads}
-    assert check_settings() == []
-
-
 def test_e013_listing_template_must_be_protected_and_discoverable():
     registry = ResourceRegistry()
 
@@ -474,12 +464,38 @@ def test_e013_listing_template_must_be_protected_and_discoverable():
     assert ids(check_templates(registry)) == ["mcp_resources.E013", "mcp_resources.E013"]
 
 
-def test_w001_unknown_setting(settings):
-    settings.MCP_RESOURCES = {"PAGE_SIZE": 10, "PAGESIZE": 10}
+@pytest.mark.parametrize(
+    ("key", "hint"),
+    [
+        ("PAGESIZE", None),  # a typo: nothing to suggest
+        ("RESULT_MAX_BYTES", "It was renamed 'MAX_RESPONSE_BYTES'"),
+        ("PAGE_MAX_BYTES", "It was renamed 'MAX_RESPONSE_BYTES'"),
+        ("SERVER_TITLE", "It was renamed 'SERVER_INFO'"),
+        ("DISCOVER_TTL_MS", "It was renamed 'PUBLIC_CACHE_TTL_MS'"),
+        ("SESSION_TIMEOUT", "It was renamed 'SESSION_TIMEOUT_SECONDS'"),
+        ("KEEPALIVE_SECONDS", "It was renamed 'STREAM_KEEPALIVE_SECONDS'"),
+        ("TOKEN_CACHE_TTL", "It was renamed 'TOKEN_CACHE_TTL_SECONDS'"),
+        ("ASGI_THREADS", "It was removed: the app owns no thread pool any more"),
+        ("SUBJECT_FIELD", "It was removed: override OAuth2Authentication.get_subject() instead"),
+        ("STREAM_QUEUE_SIZE", "It was removed: set the capacity of the channel layer in CHANNEL_LAYERS instead"),
+        ("PREPARED_STATEMENTS", "It was removed: psycopg prepares statements itself"),
+    ],
+)
+def test_w001_unknown_setting(settings, key, hint):
+    """An unknown key warns; a renamed one names its replacement, a removed one says what to do instead."""
+    settings.MCP_RESOURCES = {"PAGE_SIZE": 10, key: 10}
     messages = check_settings()
     assert ids(messages) == ["mcp_resources.W001"]
     assert isinstance(messages[0], checks.Warning)
-    assert "PAGESIZE" in messages[0].msg
+    assert repr(key) in messages[0].msg
+    if hint is None:
+        assert messages[0].hint is None
+    else:
+        assert messages[0].hint.startswith(hint)
+
+
+def test_every_renamed_setting_points_at_a_current_one():
+    assert set(RENAMED.values()) <= set(DEFAULTS)
 
 
 REDIS = "channels_redis.core.RedisChannelLayer"
@@ -599,9 +615,10 @@ def test_registering_after_freeze_raises():
 
 
 def test_default_registry_is_frozen_once_apps_are_ready():
-    assert site.frozen
+    assert registry.frozen
     with pytest.raises(RegistryFrozen):
-        site.register(_template("late", "late://{id}"))
+        registry.register(_template("late", "late://{id}"))
+    assert site is registry  # the earlier name stays as an alias
 
 
 def test_unregister_and_is_registered():
@@ -679,45 +696,80 @@ def test_register_resource_returns_an_unregister_function():
     assert registry.get_resource("app://x") is None
 
 
-def test_stale_unregister_does_not_remove_a_replacement():
+class Events:
+    """Records ``resource_registered`` / ``resource_unregistered`` for one registry as (event, uri, previous uri)."""
+
+    def __init__(self, registry: ResourceRegistry) -> None:
+        self.registry = registry
+        self.seen: list[tuple[str, str, str | None]] = []
+        self.previous: list[Any] = []  # the ``previous`` argument of each registration
+
+    def registered(self, sender: Any, registry: ResourceRegistry, resource: Any, previous: Any, **kwargs: Any) -> None:
+        if registry is self.registry:
+            self.seen.append(("registered", resource.uri, previous.uri if previous is not None else None))
+            self.previous.append(previous)
+
+    def unregistered(self, sender: Any, registry: ResourceRegistry, resource: Any, **kwargs: Any) -> None:
+        if registry is self.registry:
+            self.seen.append(("unregistered", resource.uri, None))
+
+
+@pytest.fixture
+def listen():
+    """``listen(registry)``: an :class:`Events` connected to the registry signals for the test."""
+    connected: list[Events] = []
+
+    def connect(registry: ResourceRegistry) -> Events:
+        events = Events(registry)
+        resource_registered.connect(events.registered)
+        resource_unregistered.connect(events.unregistered)
+        connected.append(events)
+        return events
+
+    yield connect
+    for events in connected:
+        resource_registered.disconnect(events.registered)
+        resource_unregistered.disconnect(events.unregistered)
+
+
+def test_stale_unregister_does_not_remove_a_replacement(listen):
     registry = ResourceRegistry()
-    events: list[tuple[str, str]] = []
-    registry.add_listener(lambda event, uri: events.append((event, uri)))
+    events = listen(registry)
     first = registry.register_resource("app://x", "x", lambda: "one")
+    replaced = registry.get_resource("app://x")
     second = registry.register_resource("app://x", "x", lambda: "two")
     first()  # replaced already: must not remove the second registration
     assert registry.get_resource("app://x").read(None) == "two"
-    assert events == [("registered", "app://x"), ("registered", "app://x")]
+    assert events.seen == [("registered", "app://x", None), ("registered", "app://x", "app://x")]
+    assert events.previous == [None, replaced]  # the replacement names the resource it replaced
     second()
     assert registry.get_resource("app://x") is None
-    assert events[-1] == ("unregistered", "app://x")
+    assert events.seen[-1] == ("unregistered", "app://x", None)
 
 
-def test_unregister_resource():
+def test_unregister_resource(listen):
     registry = ResourceRegistry()
-    events: list[tuple[str, str]] = []
-    registry.add_listener(lambda event, uri: events.append((event, uri)))
+    events = listen(registry)
     unregister = registry.register_resource("app://x", "x", lambda: "x")
     registry.unregister_resource("app://x")
     assert registry.get_resource("app://x") is None
     with pytest.raises(NotRegistered):
         registry.unregister_resource("app://x")
     unregister()  # already gone: no second event
-    assert events == [("registered", "app://x"), ("unregistered", "app://x")]
+    assert events.seen == [("registered", "app://x", None), ("unregistered", "app://x", None)]
 
 
-def test_listeners_see_every_event_in_order():
+def test_signal_receivers_see_every_event_in_order(listen):
     registry = ResourceRegistry()
-    first: list[tuple[str, str]] = []
-    second: list[tuple[str, str]] = []
-    registry.add_listener(lambda event, uri: first.append((event, uri)))
-    registry.add_listener(lambda event, uri: second.append((event, uri)))
+    first, second = listen(registry), listen(registry)
+    other = listen(ResourceRegistry("other"))
     undo_a = registry.register_resource("app://a", "a", lambda: "")
     registry.register_resource("app://b", "b", lambda: "")
     undo_a()
-    expected = [("registered", "app://a"), ("registered", "app://b"), ("unregistered", "app://a")]
-    assert first == expected
-    assert second == expected
+    expected = [("registered", "app://a", None), ("registered", "app://b", None), ("unregistered", "app://a", None)]
+    assert first.seen == expected
+    assert second.seen == expected
+    assert other.seen == []  # each signal names its registry
 
 
 def test_static_resources_can_be_registered_after_freeze():

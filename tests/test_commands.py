@@ -18,11 +18,6 @@ from mcp_resources.models import StaticResource
 from testproject.library.models import Document
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def run(*args: str, **options: object) -> tuple[str, str]:
     out, err = StringIO(), StringIO()
     call_command(*args, stdout=out, stderr=err, **options)
@@ -62,11 +57,6 @@ def test_mcp_templates_json():
 
 
 # mcp_token --------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def alice(db) -> User:
-    return User.objects.create_user("alice", password="alice")
 
 
 @pytest.mark.django_db

@@ -3,8 +3,8 @@
 ``initialize`` on the 2026-07-28 wire: conformance 0.2.0-alpha.12, scenario ``server-stateless``, check
 ``sep-2575-http-server-method-not-found-404-initialize``. ``initialize`` is removed in 2026-07-28, so a request
 that announces that revision (the ``MCP-Protocol-Version`` header or the per-request ``_meta``) must get
-404 + -32601 like any unknown method, not a legacy handshake or its -32602. A legacy ``initialize`` still opens a
-2025-11-25 session.
+404 + -32601 like any unknown method, not the 2025-11-25 handshake or its -32602. An ``initialize`` of
+2025-11-25 still opens a session.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from django.test import Client
 
 pytestmark = pytest.mark.django_db
 
-MODERN = "2026-07-28"
-MODERN_META = {
-    "io.modelcontextprotocol/protocolVersion": MODERN,
+V2026_07_28 = "2026-07-28"
+META_2026_07_28 = {
+    "io.modelcontextprotocol/protocolVersion": V2026_07_28,
     "io.modelcontextprotocol/clientCapabilities": {},
     "io.modelcontextprotocol/clientInfo": {"name": "conformance-client", "version": "1.0.0"},
 }
@@ -40,11 +40,11 @@ def post(client: Client, body: dict[str, Any], headers: dict[str, str] | None = 
     )
 
 
-def test_modern_initialize_is_method_not_found(client: Client) -> None:
+def test_initialize_of_2026_07_28_is_method_not_found(client: Client) -> None:
     response = post(
         client,
-        {"jsonrpc": "2.0", "id": 500, "method": "initialize", "params": {"_meta": MODERN_META}},
-        {"MCP-Protocol-Version": MODERN, "Mcp-Method": "initialize"},
+        {"jsonrpc": "2.0", "id": 500, "method": "initialize", "params": {"_meta": META_2026_07_28}},
+        {"MCP-Protocol-Version": V2026_07_28, "Mcp-Method": "initialize"},
     )
     assert response.status_code == 404
     body = response.json()
@@ -53,14 +53,14 @@ def test_modern_initialize_is_method_not_found(client: Client) -> None:
     assert "Mcp-Session-Id" not in response.headers
 
 
-def test_initialize_with_modern_meta_but_no_headers_is_a_modern_request(client: Client) -> None:
-    response = post(client, {"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {"_meta": MODERN_META}})
+def test_initialize_with_2026_07_28_meta_but_no_headers_is_a_2026_07_28_request(client: Client) -> None:
+    response = post(client, {"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {"_meta": META_2026_07_28}})
     assert response.status_code == 400
     assert response.json()["error"]["code"] == -32020
     assert "Mcp-Session-Id" not in response.headers
 
 
-def test_legacy_initialize_still_opens_a_session(client: Client) -> None:
+def test_initialize_of_2025_11_25_still_opens_a_session(client: Client) -> None:
     response = post(
         client,
         {

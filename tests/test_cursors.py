@@ -13,12 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mcp_resources.exceptions import InvalidCursor
 from mcp_resources.protocol.cursors import (
     MAX_CURSOR_LENGTH,
     VERSION,
     Binding,
     CursorCodec,
-    InvalidCursor,
     fingerprint,
     make_cursor,
     read_cursor,
@@ -216,7 +216,10 @@ def test_per_process_key_is_shared_within_the_process():
 
 
 def _seal_in_a_new_process() -> str:
-    code = "from mcp_resources.protocol.cursors import CursorCodec, VERSION\nprint(CursorCodec().seal({'v': VERSION, 'n': 1}))\n"
+    code = (
+        "from mcp_resources.protocol.cursors import CursorCodec, VERSION\n"
+        "print(CursorCodec().seal({'v': VERSION, 'n': 1}))\n"
+    )
     root = Path(__file__).resolve().parent.parent
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
     return out.stdout.strip()
@@ -343,15 +346,18 @@ def test_non_string_tokens_are_refused(codec, token):
 
 
 def test_invalid_cursor_says_nothing_about_the_failure(codec, token):
-    messages = set()
+    errors = []
     for bad in ["", token[:-1], token + "A", make_cursor(CursorCodec([OLD_KEY]), BINDING, 1, STARTED)]:
         with pytest.raises(InvalidCursor) as info:
             read(codec, bad)
-        messages.add(str(info.value))
+        errors.append(info.value)
     with pytest.raises(InvalidCursor) as info:
         read(codec, token, now=STARTED + TTL + 1)
-    messages.add(str(info.value))
-    assert messages == {""}
+    errors.append(info.value)
+    # Length, encoding, key and expiry failures are one and the same error: -32602 "Invalid cursor", no data.
+    assert {type(error) for error in errors} == {InvalidCursor}
+    assert {str(error) for error in errors} == {"Invalid cursor"}
+    assert [error.to_error() for error in errors] == [{"code": -32602, "message": "Invalid cursor"}] * len(errors)
 
 
 # Fingerprints -----------------------------------------------------------------------------------------------

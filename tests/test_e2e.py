@@ -1,24 +1,22 @@
-"""End to end: the official MCP python SDK client against a live uvicorn server of the demo project.
+"""End to end: the official MCP python SDK client against live servers of the demo project, in both deployments.
 
-The server runs as a subprocess on a free loopback port with its own fresh database (a temporary SQLite file,
-or a dedicated PostgreSQL database when ``MCP_TEST_DB=postgres``), loaded with ``load_demo_data``; the tokens
-come from ``manage.py mcp_token`` bound to the endpoint URL. Every protocol mode of the client is exercised:
-``auto`` (discover, 2026-07-28), ``legacy`` (initialize, 2025-11-25) and the pinned ``2026-07-28``.
+- ASGI: ``demo_server``, uvicorn serving ``testproject.asgi`` (Channels' routers, ``MCPEndpoint`` at ``/mcp``,
+  every MCP request but the streams through Django's ASGI handler and its middleware);
+- WSGI: gunicorn serving ``testproject.wsgi`` (Django's WSGI handler, middleware on; no streams: a session's GET
+  is answered 405, which the 2025-11-25 transport allows).
+
+Both serve the same project (``demo_project``: one fresh database with ``load_demo_data``, SQLite or PostgreSQL
+with ``MCP_TEST_DB=postgres``); tokens come from ``manage.py mcp_token`` bound to each server's endpoint. Every
+protocol mode of the client is exercised on both: ``auto`` (discover, 2026-07-28), ``legacy`` (initialize,
+2025-11-25) and the pinned ``2026-07-28``.
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
@@ -28,182 +26,73 @@ from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import BlobResourceContents, TextResourceContents
 
+from tests import live
+
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parent.parent
-MANAGE = ROOT / "testproject" / "manage.py"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 MODES = ["auto", "legacy", "2026-07-28"]
 NEGOTIATED = {"auto": "2026-07-28", "legacy": "2025-11-25", "2026-07-28": "2026-07-28"}
 NOT_FOUND_CODE = {"auto": -32602, "legacy": -32002, "2026-07-28": -32602}
+DEPLOYMENTS = ["asgi", "wsgi"]
 
 T = TypeVar("T")
 
 
 @dataclass
-class LiveMCP:
-    url: str
-    alice_token: str
-    bob_token: str
+class Demo:
+    """The primary keys of the demo data's documents and notes, per user."""
+
     documents: dict[str, list[int]]
     notes: dict[str, list[int]]
-    log: Path
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _manage(env: dict[str, str], *args: str) -> str:
-    completed = subprocess.run(
-        [sys.executable, str(MANAGE), *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    if completed.returncode != 0:
-        raise RuntimeError(f"manage.py {args[0]} failed:\n{completed.stdout}\n{completed.stderr}")
-    return completed.stdout
-
-
-@contextlib.contextmanager
-def _postgres_database(name: str) -> Iterator[None]:
-    import psycopg
-    from psycopg import sql
-
-    def admin() -> psycopg.Connection[Any]:
-        return psycopg.connect("host=127.0.0.1 port=5432 dbname=postgres user=postgres", autocommit=True)
-
-    with admin() as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield
-    finally:
-        with admin() as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-
-
-def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path, timeout: float = 60.0) -> None:
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "server/discover",
-        "params": {
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {},
-            }
-        },
-    }
-    headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"}
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"uvicorn exited with {process.returncode}:\n{log.read_text(errors='replace')}")
-        try:
-            response = httpx2.post(url, json=body, headers=headers, timeout=2.0)
-        except httpx2.TransportError:
-            time.sleep(0.1)
-            continue
-        if response.status_code == 200:
-            return
-        time.sleep(0.1)
-    raise RuntimeError(f"uvicorn did not become ready:\n{log.read_text(errors='replace')}")
 
 
 @pytest.fixture(scope="module")
-def live_mcp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveMCP]:
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}/mcp"
-    workdir = tmp_path_factory.mktemp("e2e")
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in ("MCP_TEST_DB", "PGDATABASE", "MCP_DEMO_DB", "DJANGO_SETTINGS_MODULE", "DJANGO_DEBUG")
-    }
-    env.update(
-        DJANGO_SETTINGS_MODULE="testproject.settings",
-        MCP_RESOURCE_URI=url,
-        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
-    )
-    with contextlib.ExitStack() as stack:
-        if os.environ.get("MCP_TEST_DB") == "postgres":
-            database = f"mcp_e2e_{os.getpid()}"
-            stack.enter_context(_postgres_database(database))
-            env.update(MCP_TEST_DB="postgres", PGDATABASE=database)
-        else:
-            env["MCP_DEMO_DB"] = str(workdir / "e2e.sqlite3")
-        _manage(env, "migrate", "--verbosity", "0")
-        _manage(env, "load_demo_data")
-        tokens = {
-            user: _manage(env, "mcp_token", "--user", user, "--scope", "documents:read", "--resource", url).strip()
-            for user in ("alice", "bob")
-        }
-        script = (
-            "import json\n"
-            "from testproject.library.models import Document, Note\n"
-            "ids = lambda m, u: list(m.objects.filter(owner__username=u).order_by('pk').values_list('pk', flat=True))\n"
-            "print(json.dumps({u: [ids(Document, u), ids(Note, u)] for u in ('alice', 'bob')}))\n"
-        )
-        ids = json.loads(_manage(env, "shell", "--no-imports", "-c", script).strip().splitlines()[-1])
-
-        log = workdir / "uvicorn.log"
-        log_file = stack.enter_context(log.open("wb"))
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "testproject.asgi:application",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--log-level",
-                "warning",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            _wait_ready(url, process, log)
-            yield LiveMCP(
-                url=url,
-                alice_token=tokens["alice"],
-                bob_token=tokens["bob"],
-                documents={user: pair[0] for user, pair in ids.items()},
-                notes={user: pair[1] for user, pair in ids.items()},
-                log=log,
-            )
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=15)
+def demo(demo_project: live.Project) -> Demo:
+    return Demo(documents=demo_project.ids_by_user("Document"), notes=demo_project.ids_by_user("Note"))
 
 
-def with_client(live: LiveMCP, mode: str, body: Callable[[Client], Awaitable[T]], token: str | None = None) -> T:
-    """Connect the official client in ``mode`` with a bearer token and run ``body`` against it."""
+@pytest.fixture(scope="module")
+def wsgi_server(demo_project: live.Project) -> Iterator[live.Server]:
+    """The demo project under gunicorn (``testproject.wsgi``), on the same database as ``demo_server``."""
+    server = live.Server(demo_project, name="gunicorn", kind="gunicorn", env={"MCP_LOG_LEVEL": "INFO"}).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=DEPLOYMENTS)
+def server(request: pytest.FixtureRequest) -> live.Server:
+    """Each deployment in turn: uvicorn (ASGI) and gunicorn (WSGI)."""
+    fixture = "demo_server" if request.param == "asgi" else "wsgi_server"
+    result: live.Server = request.getfixturevalue(fixture)
+    result.tokens("alice", "bob")  # made together, once
+    return result
+
+
+def with_client(
+    server: live.Server,
+    mode: str,
+    body: Callable[[Client], Awaitable[T]],
+    user: str | None = "alice",
+    on_response: Callable[[httpx2.Response], Awaitable[None]] | None = None,
+) -> T:
+    """Connect the official client in ``mode`` with a bearer token of ``user`` (none when ``None``) and run
+    ``body`` against it; ``on_response`` sees every HTTP response of the client."""
 
     async def main() -> T:
+        headers = {"Authorization": f"Bearer {server.token(user)}"} if user else {}
+        hooks = {"response": [on_response]} if on_response else {}
         async with (
             httpx2.AsyncClient(
-                headers={"Authorization": f"Bearer {token or live.alice_token}"},
+                headers=headers,
                 timeout=httpx2.Timeout(30.0, read=300.0),
                 follow_redirects=True,
+                event_hooks=hooks,
             ) as http,
-            Client(streamable_http_client(live.url, http_client=http), mode=mode) as client,
+            Client(streamable_http_client(server.url, http_client=http), mode=mode) as client,
         ):
             return await body(client)
 
@@ -214,15 +103,15 @@ def doc_uri(pk: int) -> str:
     return f"learn://documents/{pk}"
 
 
-# Tests ---------------------------------------------------------------------------------------------------
+# The SDK client, in every mode, on both deployments ---------------------------------------------------------
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_negotiated_protocol_version(live_mcp: LiveMCP, mode: str) -> None:
+def test_negotiated_protocol_version(server: live.Server, mode: str) -> None:
     async def body(client: Client) -> tuple[str, Any]:
         return client.protocol_version, client.server_capabilities.resources
 
-    version, resources = with_client(live_mcp, mode, body)
+    version, resources = with_client(server, mode, body)
     assert version == NEGOTIATED[mode]
     if mode != "2026-07-28":
         # A pinned client skips server/discover and knows no server capabilities.
@@ -230,7 +119,7 @@ def test_negotiated_protocol_version(live_mcp: LiveMCP, mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_list_every_page(live_mcp: LiveMCP, mode: str) -> None:
+def test_list_every_page(server: live.Server, demo: Demo, mode: str) -> None:
     async def body(client: Client) -> tuple[list[str], int, set[Any]]:
         uris: list[str] = []
         pages = 0
@@ -246,7 +135,7 @@ def test_list_every_page(live_mcp: LiveMCP, mode: str) -> None:
             cursor = page.next_cursor
             assert pages < 100
 
-    uris, pages, scopes = with_client(live_mcp, mode, body)
+    uris, pages, scopes = with_client(server, mode, body)
     assert len(uris) == len(set(uris)), "a resource was listed twice"
     statics = {
         "learn://about",
@@ -256,16 +145,14 @@ def test_list_every_page(live_mcp: LiveMCP, mode: str) -> None:
         "test://watched-resource",
     }
     assert statics <= set(uris)
-    alice_docs = [doc_uri(pk) for pk in live_mcp.documents["alice"]]
-    alice_notes = {f"learn://notes/{pk}" for pk in live_mcp.notes["alice"]}
+    alice_docs = [doc_uri(pk) for pk in demo.documents["alice"]]
+    alice_notes = {f"learn://notes/{pk}" for pk in demo.notes["alice"]}
     assert len(alice_docs) == 120
     # Documents are listed in their keyset order (created, id), which is creation order in the demo data.
     assert [uri for uri in uris if uri.startswith("learn://documents/")] == alice_docs
     assert {uri for uri in uris if uri.startswith("learn://notes/")} == alice_notes
     assert len(uris) == len(statics) + len(alice_docs) + len(alice_notes)
-    bob_uris = {doc_uri(pk) for pk in live_mcp.documents["bob"]} | {
-        f"learn://notes/{pk}" for pk in live_mcp.notes["bob"]
-    }
+    bob_uris = {doc_uri(pk) for pk in demo.documents["bob"]} | {f"learn://notes/{pk}" for pk in demo.notes["bob"]}
     assert not bob_uris & set(uris)
     assert pages >= 3
     if mode != "legacy":
@@ -273,25 +160,25 @@ def test_list_every_page(live_mcp: LiveMCP, mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_list_templates(live_mcp: LiveMCP, mode: str) -> None:
+def test_list_templates(server: live.Server, mode: str) -> None:
     async def body(client: Client) -> list[str]:
         result = await client.list_resource_templates(cache_mode="bypass")
         assert result.next_cursor is None
         return [template.uri_template for template in result.resource_templates]
 
-    templates = with_client(live_mcp, mode, body)
+    templates = with_client(server, mode, body)
     assert "learn://documents/{id}" in templates
     assert "test://template/{id}/data" in templates
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_read_text_and_binary(live_mcp: LiveMCP, mode: str) -> None:
+def test_read_text_and_binary(server: live.Server, mode: str) -> None:
     async def body(client: Client) -> tuple[Any, Any]:
         text = await client.read_resource("test://static-text", cache_mode="bypass")
         binary = await client.read_resource("test://static-binary", cache_mode="bypass")
         return text, binary
 
-    text, binary = with_client(live_mcp, mode, body)
+    text, binary = with_client(server, mode, body)
     assert len(text.contents) == 1
     content = text.contents[0]
     assert isinstance(content, TextResourceContents)
@@ -309,24 +196,24 @@ def test_read_text_and_binary(live_mcp: LiveMCP, mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_read_template_resource(live_mcp: LiveMCP, mode: str) -> None:
+def test_read_template_resource(server: live.Server, mode: str) -> None:
     async def body(client: Client) -> Any:
         return await client.read_resource("test://template/42/data", cache_mode="bypass")
 
-    result = with_client(live_mcp, mode, body)
+    result = with_client(server, mode, body)
     content = result.contents[0]
     assert isinstance(content, TextResourceContents)
     assert json.loads(content.text)["id"] == "42"
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_read_own_document(live_mcp: LiveMCP, mode: str) -> None:
-    first = live_mcp.documents["alice"][0]
+def test_read_own_document(server: live.Server, demo: Demo, mode: str) -> None:
+    first = demo.documents["alice"][0]
 
     async def body(client: Client) -> Any:
         return await client.read_resource(doc_uri(first), cache_mode="bypass")
 
-    result = with_client(live_mcp, mode, body)
+    result = with_client(server, mode, body)
     assert len(result.contents) == 1
     content = result.contents[0]
     assert isinstance(content, TextResourceContents)
@@ -337,10 +224,10 @@ def test_read_own_document(live_mcp: LiveMCP, mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_not_found_is_identical_for_missing_and_foreign(live_mcp: LiveMCP, mode: str) -> None:
-    all_ids = live_mcp.documents["alice"] + live_mcp.documents["bob"]
+def test_not_found_is_identical_for_missing_and_foreign(server: live.Server, demo: Demo, mode: str) -> None:
+    all_ids = demo.documents["alice"] + demo.documents["bob"]
     missing = doc_uri(max(all_ids) + 10_000)
-    foreign = doc_uri(live_mcp.documents["bob"][0])
+    foreign = doc_uri(demo.documents["bob"][0])
 
     async def body(client: Client) -> list[MCPError]:
         errors = []
@@ -350,7 +237,7 @@ def test_not_found_is_identical_for_missing_and_foreign(live_mcp: LiveMCP, mode:
             errors.append(info.value)
         return errors
 
-    missing_error, foreign_error = with_client(live_mcp, mode, body)
+    missing_error, foreign_error = with_client(server, mode, body)
     assert missing_error.code == foreign_error.code == NOT_FOUND_CODE[mode]
     assert missing_error.message == foreign_error.message
     assert missing_error.data == {"uri": missing}
@@ -358,9 +245,9 @@ def test_not_found_is_identical_for_missing_and_foreign(live_mcp: LiveMCP, mode:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_bob_sees_his_own_documents(live_mcp: LiveMCP, mode: str) -> None:
-    bob_doc = live_mcp.documents["bob"][0]
-    alice_doc = live_mcp.documents["alice"][0]
+def test_bob_sees_his_own_documents(server: live.Server, demo: Demo, mode: str) -> None:
+    bob_doc = demo.documents["bob"][0]
+    alice_doc = demo.documents["alice"][0]
 
     async def body(client: Client) -> tuple[Any, MCPError]:
         own = await client.read_resource(doc_uri(bob_doc), cache_mode="bypass")
@@ -368,15 +255,67 @@ def test_bob_sees_his_own_documents(live_mcp: LiveMCP, mode: str) -> None:
             await client.read_resource(doc_uri(alice_doc), cache_mode="bypass")
         return own, info.value
 
-    own, error = with_client(live_mcp, mode, body, token=live_mcp.bob_token)
+    own, error = with_client(server, mode, body, user="bob")
     content = own.contents[0]
     assert isinstance(content, TextResourceContents)
     assert content.text == "This is document 1 of bob."
     assert error.code == NOT_FOUND_CODE[mode]
 
 
-def test_protected_read_without_token_is_401_challenge(live_mcp: LiveMCP) -> None:
-    uri = doc_uri(live_mcp.documents["alice"][0])
+def test_client_without_token_cannot_list(server: live.Server) -> None:
+    async def body(client: Client) -> None:
+        templates = await client.list_resource_templates(cache_mode="bypass")
+        assert templates.resource_templates
+        text = await client.read_resource("test://static-text", cache_mode="bypass")
+        assert text.contents
+        # The listing includes per-user inventories: without a token the server answers 401 (no OAuth
+        # provider is configured on this client, so the SDK reports the HTTP error as an MCPError).
+        with pytest.raises(MCPError):
+            await client.list_resources(cache_mode="bypass")
+
+    with_client(server, "2026-07-28", body, user=None)
+
+
+def test_legacy_session_stream_under_each_deployment(server: live.Server, demo: Demo) -> None:
+    """A 2025-11-25 session: its GET stream opens under ASGI; under WSGI the GET is answered 405 (the transport
+    allows a server without that stream) and the client works on, with its session, over POST alone."""
+    streams: list[tuple[int, str]] = []
+    ended: list[int] = []
+
+    async def record(response: httpx2.Response) -> None:
+        if response.request.method == "GET":
+            streams.append((response.status_code, response.headers.get("content-type", "")))
+        elif response.request.method == "DELETE":
+            ended.append(response.status_code)
+
+    async def body(client: Client) -> tuple[str, list[str], str]:
+        listed = await client.list_resources(cache_mode="bypass")
+        read = await client.read_resource(doc_uri(demo.documents["alice"][0]), cache_mode="bypass")
+        # The SDK opens the GET stream in the background after ``notifications/initialized``.
+        with anyio.fail_after(20):
+            while not streams:
+                await anyio.sleep(0.02)
+        content = read.contents[0]
+        assert isinstance(content, TextResourceContents)
+        return client.protocol_version, [resource.uri for resource in listed.resources], content.text
+
+    version, uris, text = with_client(server, "legacy", body, on_response=record)
+    assert version == "2025-11-25"
+    assert "learn://about" in uris
+    assert text == "This is document 1 of alice."
+    status, content_type = streams[0]
+    if server.kind == "uvicorn":
+        assert (status, content_type) == (200, "text/event-stream")
+    else:
+        assert status == 405
+    assert ended == [204]  # the session existed on either deployment, and was ended by the client
+
+
+# Raw HTTP, on both deployments ------------------------------------------------------------------------------
+
+
+def test_protected_read_without_token_is_401_challenge(server: live.Server, demo: Demo) -> None:
+    uri = doc_uri(demo.documents["alice"][0])
     body = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -396,44 +335,31 @@ def test_protected_read_without_token_is_401_challenge(live_mcp: LiveMCP) -> Non
         "Mcp-Name": uri,
     }
     with httpx2.Client(timeout=30.0) as http:
-        anonymous = http.post(live_mcp.url, json=body, headers=headers)
+        anonymous = http.post(server.url, json=body, headers=headers)
         assert anonymous.status_code == 401
         challenge = anonymous.headers["WWW-Authenticate"]
         assert challenge.startswith("Bearer")
         assert 'scope="documents:read"' in challenge
+        assert f'resource_metadata="{server.base}/.well-known/oauth-protected-resource/mcp"' in challenge
         assert "This is document" not in anonymous.text
 
-        forged = http.post(live_mcp.url, json=body, headers={**headers, "Authorization": "Bearer forged-token"})
+        forged = http.post(server.url, json=body, headers={**headers, "Authorization": "Bearer forged-token"})
         assert forged.status_code == 401
         assert 'error="invalid_token"' in forged.headers["WWW-Authenticate"]
 
         authorized = http.post(
-            live_mcp.url, json=body, headers={**headers, "Authorization": f"Bearer {live_mcp.alice_token}"}
+            server.url, json=body, headers={**headers, "Authorization": f"Bearer {server.token('alice')}"}
         )
         assert authorized.status_code == 200
         assert authorized.json()["result"]["contents"][0]["text"] == "This is document 1 of alice."
 
 
-def test_client_without_token_cannot_list(live_mcp: LiveMCP) -> None:
-    async def main() -> None:
-        async with (
-            httpx2.AsyncClient(timeout=httpx2.Timeout(30.0, read=300.0)) as http,
-            Client(streamable_http_client(live_mcp.url, http_client=http), mode="2026-07-28") as client,
-        ):
-            templates = await client.list_resource_templates(cache_mode="bypass")
-            assert templates.resource_templates
-            text = await client.read_resource("test://static-text", cache_mode="bypass")
-            assert text.contents
-            # The listing includes per-user inventories: without a token the server answers 401 (no OAuth
-            # provider is configured on this client, so the SDK reports the HTTP error as an MCPError).
-            with pytest.raises(MCPError):
-                await client.list_resources(cache_mode="bypass")
+def test_oversized_chunked_body_is_refused(server: live.Server) -> None:
+    """A body without Content-Length (chunked) is still bounded by MAX_REQUEST_BYTES (1 MiB by default).
 
-    anyio.run(main)
-
-
-def test_oversized_chunked_body_is_413(live_mcp: LiveMCP) -> None:
-    """A body without Content-Length (chunked) is still bounded by MAX_REQUEST_BYTES (1 MiB by default)."""
+    Under ASGI the endpoint counts the chunks and answers 413. Django's WSGI handler reads no body without a
+    Content-Length (WSGI has no chunked request bodies): the request is refused as empty, nothing was read.
+    """
 
     def chunks() -> Iterator[bytes]:
         yield b'{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"pad":"'
@@ -442,8 +368,12 @@ def test_oversized_chunked_body_is_413(live_mcp: LiveMCP) -> None:
         yield b'"}}'
 
     with httpx2.Client(timeout=30.0) as http:
-        response = http.post(live_mcp.url, content=chunks(), headers={"Content-Type": "application/json"})
-    assert response.status_code == 413
+        response = http.post(server.url, content=chunks(), headers={"Content-Type": "application/json"})
+    if server.kind == "uvicorn":
+        assert response.status_code == 413
+    else:
+        assert response.status_code == 400
+        assert response.json()["error"]["code"] == -32700  # parse error: the body Django passed on was empty
 
 
 @pytest.mark.parametrize(
@@ -456,23 +386,21 @@ def test_oversized_chunked_body_is_413(live_mcp: LiveMCP) -> None:
     ],
     ids=["get", "delete", "origin", "host"],
 )
-def test_asgi_transport_refusals(live_mcp: LiveMCP, method: str, headers: dict[str, str], status: int) -> None:
-    """The same refusals through uvicorn (ASGI) as through the WSGI live server."""
+def test_transport_refusals(server: live.Server, method: str, headers: dict[str, str], status: int) -> None:
+    """The same refusals through uvicorn (ASGI) as through gunicorn (WSGI)."""
     body = b'{"jsonrpc":"2.0","method":"notifications/initialized"}' if method == "POST" else None
     with httpx2.Client(timeout=30.0) as http:
-        response = http.request(method, live_mcp.url, content=body, headers=headers)
+        response = http.request(method, server.url, content=body, headers=headers)
     assert response.status_code == status
 
 
-def test_asgi_notification_is_202(live_mcp: LiveMCP) -> None:
+def test_notification_is_202(server: live.Server) -> None:
     with httpx2.Client(timeout=30.0) as http:
-        response = http.post(live_mcp.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        response = http.post(server.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
     assert response.status_code == 202
     assert response.content == b""
 
 
-def test_server_log_has_no_tracebacks(live_mcp: LiveMCP) -> None:
-    """Runs last in this module: nothing above made the server log an unexpected exception."""
-    log = live_mcp.log.read_text(errors="replace")
-    assert "Traceback" not in log
-    assert "Internal Server Error" not in log
+def test_server_log_has_no_tracebacks(server: live.Server) -> None:
+    """Runs last in this module: nothing above made either server log an unexpected exception."""
+    server.assert_log_clean()

@@ -2,8 +2,8 @@
 
 Each test builds its own :class:`ResourceRegistry` from the templates in ``listing_support`` (model sources over
 the demo's ``Document``/``Note`` models, and generic ``list()`` sources) and calls the core with a real request,
-real users and a real :class:`Principal`. Contract: ../shared/seeds/private-inventories.txt and issue 4; the
-prefix parameter: the prefix-filtering SEP.
+real users and a real :class:`Principal`. Contract: docs/pagination.md and issue 4; the prefix parameter: the
+prefix-filtering SEP.
 """
 
 from __future__ import annotations
@@ -20,17 +20,22 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from mcp_resources.protocol import jsonrpc
 from mcp_resources.conf import MAX_PAGE_SIZE
-from mcp_resources.protocol.cursors import CursorCodec
-from mcp_resources.exceptions import AuthenticationRequired, InsufficientScope
+from mcp_resources.exceptions import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    AuthenticationRequired,
+    InsufficientScope,
+)
+from mcp_resources.listing import sources
 from mcp_resources.models import StaticResource
+from mcp_resources.protocol import jsonrpc
+from mcp_resources.protocol.cursors import CursorCodec
+from mcp_resources.protocol.versions import PREFIX_EXTENSION, V2025_11_25, V2026_07_28
 from mcp_resources.resources import InventoryPage, ModelResourceTemplate, ResourceTemplate
-from mcp_resources.protocol.versions import PREFIX_EXTENSION
 from mcp_resources.server import MCPServer
 from testproject.library.models import Document, Note
 from tests.listing_support import (
-    LEGACY,
     SCOPE,
     DocumentSource,
     GenericSource,
@@ -57,16 +62,6 @@ from tests.listing_support import (
 pytestmark = pytest.mark.django_db
 
 T0 = timezone.now() - timedelta(days=30)
-
-
-@pytest.fixture
-def alice() -> Any:
-    return get_user_model().objects.create_user("alice")
-
-
-@pytest.fixture
-def bob() -> Any:
-    return get_user_model().objects.create_user("bob")
 
 
 def make_documents(owner: Any, count: int, *, start: int = 0, same_time: bool = False) -> list[Document]:
@@ -224,9 +219,8 @@ def response_bytes(result: dict[str, Any]) -> int:
     return len(jsonrpc.dumps({"jsonrpc": "2.0", "id": "i" * 64, "result": result}))
 
 
-@pytest.mark.parametrize("setting", ["PAGE_MAX_BYTES", "RESULT_MAX_BYTES"])
-def test_byte_bound_shrinks_pages_and_the_tighter_limit_applies(settings, alice, setting):
-    configure(settings, **{"PAGE_MAX_BYTES": 1 << 20, "RESULT_MAX_BYTES": 1 << 20, setting: 4000})
+def test_byte_bound_shrinks_pages(settings, alice):
+    configure(settings, MAX_RESPONSE_BYTES=4000)
     Document.objects.bulk_create(
         Document(owner=alice, title=f"{i:03d} " + "t" * 190, created=T0 + timedelta(minutes=i)) for i in range(50)
     )
@@ -239,7 +233,7 @@ def test_byte_bound_shrinks_pages_and_the_tighter_limit_applies(settings, alice,
 
 def test_byte_bound_counts_the_cursor_and_result_metadata(settings, alice):
     """Long non-ASCII ordering values make long cursors: they count against the bound too."""
-    configure(settings, PAGE_MAX_BYTES=4000)
+    configure(settings, MAX_RESPONSE_BYTES=4000)
     make_notes(alice, [f"{i:02d}" + "漢" * 190 for i in range(12)])
     pages = walk(server_for(NoteSource), context(alice))
     assert len(pages) > 2
@@ -251,7 +245,7 @@ def test_single_entry_too_big_for_a_page_fails_generically(settings, alice, capl
     class Big(GenericSource):
         items = [thing("a", name="n" * 500)]
 
-    configure(settings, RESULT_MAX_BYTES=600)
+    configure(settings, MAX_RESPONSE_BYTES=600)
     assert_generic_internal_error(lambda: list_page(server_for(Big), context(alice)))
     assert "cannot fit" in caplog.text
 
@@ -260,7 +254,7 @@ def test_entry_that_does_not_fit_after_others_starts_the_next_page(settings, ali
     class Mixed(GenericSource):
         items = [thing("a", name="a" * 500), thing("b", name="b" * 500), thing("c"), thing("d", name="d" * 500)]
 
-    configure(settings, RESULT_MAX_BYTES=1500)  # room for one long entry, not two
+    configure(settings, MAX_RESPONSE_BYTES=1500)  # room for one long entry, not two
     pages = walk(server_for(Mixed), context(alice))
     assert [[r["uri"][-1] for r in p["resources"]] for p in pages] == [["a"], ["b", "c"], ["d"]]
     assert all(response_bytes(p) <= 1500 for p in pages)
@@ -272,7 +266,7 @@ def test_byte_bound_holds_when_a_name_holds_a_lone_surrogate(settings, alice):
     class Odd(GenericSource):
         items = [thing("a", name="\ud800"), *[thing(f"b{i}", name="漢" * 150) for i in range(6)]]
 
-    configure(settings, RESULT_MAX_BYTES=1800)
+    configure(settings, MAX_RESPONSE_BYTES=1800)
     pages = walk(server_for(Odd), context(alice))
     assert pages[0]["resources"][0]["name"] == "\ud800"
     assert len(pages) > 2
@@ -429,7 +423,7 @@ def test_backend_errors_are_logged_not_sent(alice, caplog):
             raise RuntimeError("s3cr3t backend detail")
 
     error = rpc_error(lambda: list_page(server_for(Broken), context(alice)))
-    assert (error.code, error.message) == (jsonrpc.INTERNAL_ERROR, "Internal error")
+    assert (error.code, error.message) == (INTERNAL_ERROR, "Internal error")
     assert "s3cr3t" not in json.dumps(error.to_error())
     assert "s3cr3t backend detail" in caplog.text
 
@@ -456,7 +450,7 @@ def test_generic_source_receives_principal_limit_after_prefix_and_deadline(setti
 # Authentication of the whole list ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", ["2026-07-28", LEGACY])
+@pytest.mark.parametrize("version", [V2026_07_28, V2025_11_25])
 def test_anonymous_caller_gets_401_once_any_source_exists(version):
     server = server_for(DocumentSource, NoteSource)
     server.registry.register_resource("learn://about", "about", lambda: "public text")
@@ -549,11 +543,11 @@ def test_callers_only_see_their_own_records(alice, bob):
     assert listed(server, context(bob)) == expected_documents(bob) + expected_notes(bob)
 
 
-def test_legacy_session_lists_the_same_inventory_without_cache_fields(settings, alice):
+def test_2025_11_25_session_lists_the_same_inventory_without_cache_fields(settings, alice):
     configure(settings, PAGE_SIZE=2)
     make_documents(alice, 3)
     server = server_for(DocumentSource)
-    pages = walk(server, context(alice, version=LEGACY))
+    pages = walk(server, context(alice, version=V2025_11_25))
     assert uris(pages) == expected_documents(alice)
     assert all("ttlMs" not in p and "cacheScope" not in p and "_meta" not in p for p in pages)
 
@@ -568,7 +562,7 @@ def test_every_inventory_page_is_private_with_zero_ttl(settings, alice):
         def cache_control(self, request: HttpRequest) -> tuple[str, int]:
             return ("public", 60_000)
 
-    configure(settings, PAGE_SIZE=2, STATIC_LIST_TTL_MS=30_000)
+    configure(settings, PAGE_SIZE=2, PUBLIC_CACHE_TTL_MS=30_000)
     server = server_for(Cacheable)
     server.registry.register_resource("learn://about", "about", lambda: "a")
     pages = walk(server, context(alice))
@@ -582,7 +576,7 @@ def test_static_only_listing_may_be_public_and_cached(settings, alice):
         uri_template = "learn://plain/{id}"
         access = "public"
 
-    configure(settings, PAGE_SIZE=1, STATIC_LIST_TTL_MS=30_000)
+    configure(settings, PAGE_SIZE=1, PUBLIC_CACHE_TTL_MS=30_000)
     server = server_for(NotListing)
     server.registry.register_resource("learn://a", "a", lambda: "a")
     server.registry.register_resource("learn://b", "b", lambda: "b")
@@ -762,7 +756,7 @@ def test_generic_source_filters_by_the_prefix_it_receives(settings, alice):
 )
 def test_invalid_prefix_is_invalid_params(alice, prefix):
     error = rpc_error(lambda: server_for(DocumentSource).call("resources/list", {"prefix": prefix}, context(alice)))
-    assert error.code == jsonrpc.INVALID_PARAMS
+    assert error.code == INVALID_PARAMS
 
 
 def test_cursor_is_bound_to_the_prefix(settings, alice):
@@ -806,13 +800,14 @@ def test_templates_list_prefix(settings):
 
 def test_prefix_extension_is_advertised_in_both_eras(alice):
     server = server_for(DocumentSource)
-    modern = server.call("server/discover", {}, context(alice))["capabilities"]
-    legacy = server.call("initialize", {"protocolVersion": LEGACY}, context(alice, version=LEGACY))["capabilities"]
+    stateless = server.call("server/discover", {}, context(alice))["capabilities"]
+    session_ctx = context(alice, version=V2025_11_25)
+    session = server.call("initialize", {"protocolVersion": V2025_11_25}, session_ctx)["capabilities"]
     methods = ["resources/list", "resources/templates/list"]
-    assert modern["extensions"][PREFIX_EXTENSION]["methods"] == methods
-    assert legacy["experimental"][PREFIX_EXTENSION]["methods"] == methods
-    assert "extensions" not in legacy
-    assert "experimental" not in modern
+    assert stateless["extensions"][PREFIX_EXTENSION]["methods"] == methods
+    assert session["experimental"][PREFIX_EXTENSION]["methods"] == methods
+    assert "extensions" not in session
+    assert "experimental" not in stateless
 
 
 # Cursors: binding ---------------------------------------------------------------------------------------------------
@@ -907,43 +902,78 @@ def test_cursor_from_another_process_key_is_invalid(paged):
 # Cursors: expiry -------------------------------------------------------------------------------------------------
 
 
-def test_traversal_expires_after_the_ttl(settings, alice):
-    configure(settings, PAGE_SIZE=2, CURSOR_TTL_SECONDS=1)
+class Clock:
+    """``time.time()`` moved forward by :meth:`advance`: cursors are sealed and checked with it, so expiry is tested
+    without waiting."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch) -> Clock:
+    clock, real = Clock(), time.time
+    monkeypatch.setattr(time, "time", lambda: real() + clock.offset)
+    return clock
+
+
+def test_traversal_expires_after_the_ttl(settings, alice, clock):
+    configure(settings, PAGE_SIZE=2, CURSOR_TTL_SECONDS=60)
     make_documents(alice, 5)
     server = server_for(DocumentSource)
     cursor = list_page(server, context(alice))["nextCursor"]
-    time.sleep(2.1)
+    clock.advance(58)  # within the TTL (the start time is sealed in whole seconds)
+    assert uris([list_page(server, context(alice), cursor=cursor)]) == expected_documents(alice)[2:4]
+    clock.advance(4)
     assert_invalid_cursor(lambda: list_page(server, context(alice), cursor=cursor))
 
 
-def test_default_ttl_is_15_minutes_from_the_first_page(settings, alice):
+def test_default_ttl_is_15_minutes_from_the_first_page(settings, alice, clock):
     configure(settings, PAGE_SIZE=2, CURSOR_KEYS=["inspection key for the test suite"])
     make_documents(alice, 7)
     server = server_for(DocumentSource)
     codec = CursorCodec(["inspection key for the test suite"])
     before = int(time.time())
-    pages = walk(server, context(alice))
+    pages = walk(server, context(alice), between=lambda index, page: clock.advance(60))
     starts = {codec.open(p["nextCursor"])["t"] for p in pages if "nextCursor" in p}
     assert len(starts) == 1
-    assert before <= starts.pop() <= time.time()
-    from mcp_resources.conf import mcp_settings
+    assert before <= starts.pop() < before + 60  # the first page's time: the clock moved a minute after each page
+    cursor = pages[0]["nextCursor"]
+    clock.advance(15 * 60 - 5 - clock.offset)  # 15 minutes less 5 seconds after the first page
+    assert list_page(server, context(alice), cursor=cursor)["resources"]
+    clock.advance(10)
+    assert_invalid_cursor(lambda: list_page(server, context(alice), cursor=cursor))
 
-    assert mcp_settings.cursor_ttl_seconds == 15 * 60
 
-
-def test_later_pages_and_replays_do_not_extend_the_traversal(settings, alice):
-    configure(settings, PAGE_SIZE=2, CURSOR_TTL_SECONDS=3)
+def test_later_pages_and_replays_do_not_extend_the_traversal(settings, alice, clock):
+    configure(settings, PAGE_SIZE=2, CURSOR_TTL_SECONDS=100)
     make_documents(alice, 9)
     server = server_for(DocumentSource)
-    t0 = time.time()
     first = list_page(server, context(alice))
-    time.sleep(max(0.0, t0 + 1.5 - time.time()))
-    second = list_page(server, context(alice), cursor=first["nextCursor"])  # made at t0 + 1.5
+    clock.advance(50)
+    second = list_page(server, context(alice), cursor=first["nextCursor"])  # made at t0 + 50
     list_page(server, context(alice), cursor=first["nextCursor"])  # a replay
-    time.sleep(max(0.0, t0 + 3.3 - time.time()))
-    # Had page two restarted the clock, its cursor would be valid until at least t0 + 3.5.
+    clock.advance(70)
+    # Had page two or the replay restarted the clock, its cursor would be valid until at least t0 + 149.
     assert_invalid_cursor(lambda: list_page(server, context(alice), cursor=second["nextCursor"]))
     assert_invalid_cursor(lambda: list_page(server, context(alice), cursor=first["nextCursor"]))
+
+
+def test_cursor_dated_in_the_future_is_invalid(settings, alice, clock):
+    """A cursor whose traversal starts more than 5 seconds ahead of this server's clock (skew allowance) is refused."""
+    configure(settings, PAGE_SIZE=2)
+    make_documents(alice, 5)
+    server = server_for(DocumentSource)
+    clock.advance(3)
+    within_skew = list_page(server, context(alice))["nextCursor"]
+    clock.advance(7)
+    ahead = list_page(server, context(alice))["nextCursor"]
+    clock.advance(-10)
+    assert list_page(server, context(alice), cursor=within_skew)["resources"]
+    assert_invalid_cursor(lambda: list_page(server, context(alice), cursor=ahead))
 
 
 # Cursors: keys ---------------------------------------------------------------------------------------------------
@@ -1032,9 +1062,7 @@ def test_listing_past_its_deadline_times_out(settings, alice, caplog, position):
     make_documents(alice, 1)
     templates = (Slow, DocumentSource) if position == "first" else (DocumentSource, Slow)
     server = server_for(*templates)
-    started = time.monotonic()
     assert_generic_internal_error(lambda: list_page(server, context(alice)), "Request timed out")
-    assert time.monotonic() - started < 2
     assert "deadline" in caplog.text
 
 
@@ -1131,14 +1159,12 @@ def test_listing_reads_timestamps_with_psycopgs_own_loader(settings):
 def test_pages_are_identical_with_psycopgs_timestamp_loader(settings, alice, monkeypatch):
     import contextlib
 
-    from mcp_resources import inventory
-
     configure(settings, PAGE_SIZE=3)
     make_documents(alice, 5)
     make_documents(alice, 4, start=5, same_time=True)
     server = server_for(DocumentSource)
     native = [page["resources"] for page in walk(server, context(alice))]
-    monkeypatch.setattr(inventory, "native_timestamps", lambda using: contextlib.nullcontext())
+    monkeypatch.setattr(sources, "native_timestamps", lambda using: contextlib.nullcontext())
     assert [page["resources"] for page in walk(server, context(alice))] == native
     assert len(native) == 3
     assert sum(map(len, native)) == 9

@@ -1,4 +1,4 @@
-"""Pure unit tests of the JSON-RPC 2.0 framing (no database, no Django)."""
+"""Pure unit tests of the JSON-RPC 2.0 framing and the error classes (no database)."""
 
 from __future__ import annotations
 
@@ -9,19 +9,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcp_resources.protocol import jsonrpc
-from mcp_resources.protocol.jsonrpc import (
+from mcp_resources import exceptions
+from mcp_resources.exceptions import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
-    LEGACY_RESOURCE_NOT_FOUND,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
+    RESOURCE_NOT_FOUND_2025_11_25,
     InvalidParams,
     InvalidRequest,
-    Message,
+    MCPError,
     ParseError,
-    RPCError,
+)
+from mcp_resources.protocol.jsonrpc import (
+    Message,
     dumps,
     dumps_plain,
     loads,
@@ -34,8 +36,8 @@ def body(payload: object) -> bytes:
     return json.dumps(payload).encode()
 
 
-def refused(raw: bytes) -> RPCError:
-    with pytest.raises(RPCError) as info:
+def refused(raw: bytes) -> MCPError:
+    with pytest.raises(MCPError) as info:
         parse_message(raw)
     return info.value
 
@@ -247,16 +249,19 @@ def test_result_without_id_is_not_a_response():
 
 
 def test_error_hierarchy_codes_and_statuses():
-    assert jsonrpc.MethodNotFound().code == METHOD_NOT_FOUND == -32601
-    assert jsonrpc.MethodNotFound().http_status == 404
-    assert jsonrpc.InternalError().code == INTERNAL_ERROR == -32603
-    assert jsonrpc.InternalError().http_status == 200  # never an HTTP 500: the body carries the error
-    assert jsonrpc.LegacyResourceNotFound().code == LEGACY_RESOURCE_NOT_FOUND == -32002
-    assert jsonrpc.HeaderMismatch().code == -32020
-    assert jsonrpc.MissingRequiredClientCapability().code == -32021
-    assert jsonrpc.UnsupportedProtocolVersion().code == -32022
-    for cls in (ParseError, InvalidRequest, InvalidParams, jsonrpc.MethodNotFound, jsonrpc.InternalError):
-        assert issubclass(cls, RPCError)
+    assert exceptions.MethodNotFound().code == METHOD_NOT_FOUND == -32601
+    assert exceptions.MethodNotFound().http_status == 404
+    assert exceptions.InternalError().code == INTERNAL_ERROR == -32603
+    assert exceptions.InternalError().http_status == 200  # never an HTTP 500: the body carries the error
+    assert RESOURCE_NOT_FOUND_2025_11_25 == -32002
+    not_found = exceptions.ResourceNotFound(data={"uri": "a:b"}, code=RESOURCE_NOT_FOUND_2025_11_25)
+    assert not_found.to_error() == {"code": -32002, "message": "Resource not found", "data": {"uri": "a:b"}}
+    assert exceptions.ResourceNotFound().code == INVALID_PARAMS  # the code of 2026-07-28
+    assert exceptions.HeaderMismatch().code == -32020
+    assert exceptions.MissingRequiredClientCapability().code == -32021
+    assert exceptions.UnsupportedProtocolVersion().code == -32022
+    for cls in (ParseError, InvalidRequest, InvalidParams, exceptions.MethodNotFound, exceptions.InternalError):
+        assert issubclass(cls, MCPError)
 
 
 def test_error_serialization_with_data_and_id():
@@ -269,14 +274,14 @@ def test_error_serialization_with_data_and_id():
 
 
 def test_error_without_data_omits_data_and_uses_default_message():
-    error = jsonrpc.MethodNotFound()
+    error = exceptions.MethodNotFound()
     assert error.to_error() == {"code": -32601, "message": "Method not found"}
     assert str(error) == "Method not found"
     assert not error.has_id
 
 
 def test_with_id_fills_a_missing_id_but_keeps_a_known_one():
-    assert jsonrpc.MethodNotFound().with_id(12).to_response()["id"] == 12
+    assert exceptions.MethodNotFound().with_id(12).to_response()["id"] == 12
     known = InvalidParams(request_id=None).with_id(12)
     assert known.to_response()["id"] is None
     assert InvalidParams(request_id="a").with_id("b").request_id == "a"
@@ -344,10 +349,10 @@ message_like = st.fixed_dictionaries(
 )
 
 
-def _parse_or_rpc_error(raw: bytes) -> Message | None:
+def _parse_or_mcp_error(raw: bytes) -> Message | None:
     try:
         return parse_message(raw)
-    except RPCError as exc:
+    except MCPError as exc:
         # Every failure must also serialize.
         json.loads(dumps(exc.to_response()))
         return None
@@ -355,20 +360,20 @@ def _parse_or_rpc_error(raw: bytes) -> Message | None:
 
 @settings(max_examples=300)
 @given(st.binary(max_size=200))
-def test_parse_message_only_raises_rpc_errors_on_arbitrary_bytes(raw):
-    _parse_or_rpc_error(raw)
+def test_parse_message_only_raises_mcp_errors_on_arbitrary_bytes(raw):
+    _parse_or_mcp_error(raw)
 
 
 @settings(max_examples=300)
 @given(json_values)
-def test_parse_message_only_raises_rpc_errors_on_arbitrary_json(value):
-    _parse_or_rpc_error(json.dumps(value).encode())
+def test_parse_message_only_raises_mcp_errors_on_arbitrary_json(value):
+    _parse_or_mcp_error(json.dumps(value).encode())
 
 
 @settings(max_examples=300)
 @given(message_like)
-def test_parse_message_only_raises_rpc_errors_on_message_like_objects(value):
-    message = _parse_or_rpc_error(json.dumps(value).encode())
+def test_parse_message_only_raises_mcp_errors_on_message_like_objects(value):
+    message = _parse_or_mcp_error(json.dumps(value).encode())
     if message is not None and not message.is_response:
         # Whatever is accepted is well formed.
         assert isinstance(message.method, str)

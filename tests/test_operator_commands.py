@@ -17,7 +17,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
 from mcp_resources.models import StaticResource
-from mcp_resources.registries import site
+from mcp_resources.registries import registry
 from testproject.library.management.commands.load_demo_data import PNG
 from testproject.library.models import Document, Note
 from tests.listing_support import document_uri, expected_documents, expected_notes, note_uri
@@ -26,8 +26,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def demo(settings) -> dict[str, Any]:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # load_demo_data sets passwords
+def demo(db) -> dict[str, Any]:
     call_command("load_demo_data", stdout=StringIO())
     users = get_user_model().objects
     return {"alice": users.get(username="alice"), "bob": users.get(username="bob")}
@@ -55,7 +54,7 @@ def json_documents(output: str) -> list[dict[str, Any]]:
 
 
 def statics() -> list[str]:
-    code = [r.uri for r in site.iter_resources()]
+    code = [r.uri for r in registry.iter_resources()]
     admin = list(StaticResource.objects.filter(enabled=True).values_list("uri", flat=True))
     return sorted(set(code) | set(admin), key=str.encode)
 

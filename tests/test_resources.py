@@ -10,7 +10,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.test import RequestFactory
 
 from mcp_resources.exceptions import ResourceNotFound
-from mcp_resources.registries import site
+from mcp_resources.registries import registry
 from mcp_resources.resources import ModelResourceTemplate, ResourceTemplate, normalize_contents
 from testproject.library.models import Document
 
@@ -194,17 +194,7 @@ class Unscoped(ModelResourceTemplate):
 
 
 @pytest.fixture
-def alice(db) -> User:
-    return User.objects.create_user("alice")
-
-
-@pytest.fixture
-def bob(db) -> User:
-    return User.objects.create_user("bob")
-
-
-@pytest.fixture
-def doc(alice) -> Document:
+def doc(alice: User) -> Document:
     return Document.objects.create(owner=alice, title="Alice's notes", body="secret body")
 
 
@@ -313,7 +303,7 @@ def test_model_templates_list_instances_unless_disabled():
 
 @pytest.mark.django_db
 def test_demo_documents_template_reads_only_the_owners_documents(alice, bob, doc):
-    template = site.get_template("documents")
+    template = registry.get_template("documents")
     assert template is not None
     uri = f"learn://documents/{doc.pk}"
     assert template.read(request_for(alice), uri, template.parse_uri(uri)) == [{"text": "secret body"}]

@@ -20,14 +20,14 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mcp_resources.protocol import jsonrpc
+from mcp_resources.exceptions import INVALID_PARAMS, AuthenticationRequired, InsufficientScope
+from mcp_resources.listing.pipeline import binding
 from mcp_resources.protocol.cursors import make_cursor
 from mcp_resources.server import MCPServer
 from testproject.library.models import Document, Note
@@ -76,7 +76,7 @@ def make_server(documents: type[DocumentSource] = DocumentSource) -> MCPServer:
 
 
 SERVER = make_server()
-DECLARED_SERVER = make_server(DeclaredDocumentSource)  # documents scoped by owner_field: a precompiled query
+DECLARED_SERVER = make_server(DeclaredDocumentSource)  # documents scoped by owner_field, listed from value rows
 
 
 def expected_inventory(user: Any, prefix: str | None = None) -> list[str]:
@@ -127,11 +127,14 @@ class World:
     """Both users, their rows, and helpers that check every answer against the invariants."""
 
     def __init__(
-        self, docs: dict[str, list[tuple[str, int]]], note_titles: dict[str, list[str]], server: MCPServer = SERVER
+        self,
+        users: dict[str, Any],
+        docs: dict[str, list[tuple[str, int]]],
+        note_titles: dict[str, list[str]],
+        server: MCPServer = SERVER,
     ) -> None:
         self.server = server
-        user_model = get_user_model()
-        self.users = {name: user_model.objects.create_user(name) for name in ("alice", "bob")}
+        self.users = users
         for name, user in self.users.items():
             Document.objects.bulk_create(
                 Document(owner=user, title=title, body=f"{name}'s body {i}", created=T0 + timedelta(minutes=m))
@@ -203,7 +206,7 @@ def run(world: World, op: tuple[Any, ...]) -> None:
                 (refused.code, refused.message)
                 == (missing.code, missing.message)
                 == (
-                    jsonrpc.INVALID_PARAMS,
+                    INVALID_PARAMS,
                     "Resource not found",
                 )
             )
@@ -247,14 +250,14 @@ def run(world: World, op: tuple[Any, ...]) -> None:
             error = rpc_error(
                 lambda: world.server.call("resources/templates/list", {"cursor": cursor}, world.ctx(name))
             )
-            assert (error.code, error.message) == (jsonrpc.INVALID_PARAMS, "Invalid cursor")
+            assert (error.code, error.message) == (INVALID_PARAMS, "Invalid cursor")
     elif kind == "expired":
         # A cursor sealed with the server's own key and binding, but for a traversal that began outside the window.
-        binding = world.server._binding("resources/list", world.ctx(name), "")
-        cursor = make_cursor(world.server.codec, binding, ["documents", None], time.time() + op[3])
+        bound = binding("resources/list", world.ctx(name).principal, "", world.server.registry.templates)
+        cursor = make_cursor(world.server.codec, bound, ["documents", None], time.time() + op[3])
         world.assert_refused(name, op[2], cursor)
         # The same cursor minted for now is accepted: only the start time differs.
-        fresh = make_cursor(world.server.codec, binding, ["documents", None], time.time())
+        fresh = make_cursor(world.server.codec, bound, ["documents", None], time.time())
         with override_settings(MCP_RESOURCES={"PAGE_SIZE": op[2]}):
             page = list_page(world.server, world.ctx(name), cursor=fresh)
         world.check_page(name, page)
@@ -272,7 +275,11 @@ def run(world: World, op: tuple[Any, ...]) -> None:
         raise AssertionError(kind)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+)
 @given(
     docs_a=documents,
     docs_b=documents,
@@ -281,10 +288,12 @@ def run(world: World, op: tuple[Any, ...]) -> None:
     ops=st.lists(operations, min_size=1, max_size=8),
     declared=st.booleans(),
 )
-def test_users_never_see_or_page_into_each_others_records(docs_a, docs_b, notes_a, notes_b, ops, declared):
+def test_users_never_see_or_page_into_each_others_records(alice, bob, docs_a, docs_b, notes_a, notes_b, ops, declared):
+    """The users persist across examples; each example's rows are rolled back."""
     with transaction.atomic():
         server = DECLARED_SERVER if declared else SERVER
-        world = World({"alice": docs_a, "bob": docs_b}, {"alice": notes_a, "bob": notes_b}, server)
+        users = {"alice": alice, "bob": bob}
+        world = World(users, {"alice": docs_a, "bob": docs_b}, {"alice": notes_a, "bob": notes_b}, server)
         for op in ops:
             run(world, op)
         # Whatever happened, each user's full walk is still exactly their own inventory.
@@ -293,11 +302,11 @@ def test_users_never_see_or_page_into_each_others_records(docs_a, docs_b, notes_
         transaction.set_rollback(True)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(page_size=page_sizes, docs=documents, cut=st.integers(0, 10_000), junk=st.text(max_size=40))
-def test_every_mutation_of_a_real_cursor_is_refused_the_same_way(page_size, docs, cut, junk):
+def test_every_mutation_of_a_real_cursor_is_refused_the_same_way(alice, bob, page_size, docs, cut, junk):
     with transaction.atomic():
-        world = World({"alice": docs, "bob": []}, {"alice": ["n"] * 7, "bob": []})
+        world = World({"alice": alice, "bob": bob}, {"alice": docs, "bob": []}, {"alice": ["n"] * 7, "bob": []})
         cursor = world.some_cursor("alice", page_size)
         assert cursor is not None
         i = cut % len(cursor)
@@ -319,11 +328,9 @@ def test_every_mutation_of_a_real_cursor_is_refused_the_same_way(page_size, docs
         transaction.set_rollback(True)
 
 
-def test_anonymous_callers_and_unscoped_tokens_get_no_inventory():
+def test_anonymous_callers_and_unscoped_tokens_get_no_inventory(alice):
     """Outside hypothesis: the whole list needs a caller, and a caller without the scope sees no source."""
-    from mcp_resources.exceptions import AuthenticationRequired, InsufficientScope
-
-    user = get_user_model().objects.create_user("carol")
+    user = alice
     Document.objects.create(owner=user, title="t")
     with pytest.raises(AuthenticationRequired):
         list_page(SERVER, context(None))

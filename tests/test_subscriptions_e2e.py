@@ -1,32 +1,26 @@
 """End to end: subscriptions with the official MCP python SDK client against a live uvicorn server on Redis.
 
-The server is the demo project under uvicorn with ``MCP_REDIS_URL`` set (a Redis database of this module's own:
-12, or 13 when ``MCP_TEST_DB=postgres``, overridable with ``MCP_E2E_REDIS_DB``), so the channel layer and the
-legacy sessions live in Redis. Changes are made from other processes, as in production: through the ORM in a
-``manage.py shell -c`` subprocess with the same environment, and through the Django admin over HTTP (a superuser
-made by ``createsuperuser --noinput``). Both eras are covered:
+The server is ``demo_server`` (the demo project under uvicorn, ``testproject.asgi``) on this module's own
+``demo_project``: ``MCP_REDIS_URL`` points at a Redis database of its own (``live.redis_database()``), so the
+channel layer and the 2025-11-25 sessions live in Redis, and an admin superuser exists. Changes are made from
+other processes, as in production: through the ORM in a ``manage.py shell -c`` subprocess with the same
+environment, and through the Django admin over HTTP. Both eras are covered:
 
 - 2026-07-28: ``client.listen(resource_subscriptions=[...], resources_list_changed=True)``;
-- 2025-11-25: ``client.subscribe_resource(uri)`` in a legacy session, notifications on its GET stream, delivered
-  to the client's ``message_handler``.
+- 2025-11-25: ``client.subscribe_resource(uri)`` in a session, notifications on its GET stream, delivered to the
+  client's ``message_handler``.
 
-Bob, listening both ways at once, never hears about alice's documents. Without Redis on 127.0.0.1:6379 the
+Bob, listening both ways at once, never hears about alice's documents. Nothing waits for a notification that must
+not arrive: a stream delivers its channel's messages in the order they were published, so once a marker published
+after a change has arrived, anything the change caused has arrived before it. Without Redis on 127.0.0.1:6379 the
 module is skipped, unless ``CI`` is set (then it fails).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass
 from html.parser import HTMLParser
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -38,21 +32,20 @@ from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ResourcesListChanged, ResourceUpdated, Subscription
 
+from tests import live
+
 pytestmark = [
     pytest.mark.e2e,
-    # The legacy era is exercised on purpose: subscribe_resource/unsubscribe_resource warn that 2026-07-28 removed them.
+    # The 2025-11-25 era is exercised on purpose: subscribe_resource/unsubscribe_resource warn that 2026-07-28
+    # removed them.
     pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning"),
 ]
 
-ROOT = Path(__file__).resolve().parent.parent
-MANAGE = ROOT / "testproject" / "manage.py"
-REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
 ADMIN_USER, ADMIN_PASSWORD = "e2e-admin", "e2e-admin-password-7Qx!"
-
 WAIT = 20.0  # seconds to wait for a notification that must arrive
-GRACE = 1.5  # seconds to wait for notifications that must not arrive
 
 Event = tuple[str, str | None]  # ("updated", uri) or ("list_changed", None)
+Docs = dict[str, list[int]]
 
 
 def updated(uri: str) -> Event:
@@ -62,24 +55,6 @@ def updated(uri: str) -> Event:
 LIST_CHANGED: Event = ("list_changed", None)
 
 
-@dataclass
-class LiveServer:
-    url: str
-    base: str
-    env: dict[str, str]
-    alice_token: str
-    bob_token: str
-    documents: dict[str, list[int]]
-    log: Path
-
-    def shell(self, code: str) -> str:
-        """Run ``code`` in ``manage.py shell`` with the server's environment (its database and Redis)."""
-        return _manage(self.env, "shell", "--no-imports", "-c", code)
-
-    async def ashell(self, code: str) -> str:
-        return await anyio.to_thread.run_sync(self.shell, code)
-
-
 def doc_uri(pk: int) -> str:
     return f"learn://documents/{pk}"
 
@@ -87,199 +62,38 @@ def doc_uri(pk: int) -> str:
 # The server ----------------------------------------------------------------------------------------------
 
 
-def _redis_db() -> int:
-    if os.environ.get("MCP_E2E_REDIS_DB"):
-        return int(os.environ["MCP_E2E_REDIS_DB"])
-    return 13 if os.environ.get("MCP_TEST_DB") == "postgres" else 12
-
-
-def _redis(db: int) -> Any:
-    import redis
-
-    return redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=db, socket_connect_timeout=3, socket_timeout=10)
-
-
-def _require_redis(db: int) -> None:
-    import redis
-
-    try:
-        _redis(db).ping()
-    except redis.RedisError as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI requires Redis on {REDIS_HOST}:{REDIS_PORT}: {exc}")
-        pytest.skip(f"Redis is not reachable on {REDIS_HOST}:{REDIS_PORT} ({exc})")
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _manage(env: dict[str, str], *args: str) -> str:
-    completed = subprocess.run(
-        [sys.executable, str(MANAGE), *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    if completed.returncode != 0:
-        raise RuntimeError(f"manage.py {args[0]} failed:\n{completed.stdout}\n{completed.stderr}")
-    return completed.stdout
-
-
-@contextlib.contextmanager
-def _postgres_database(name: str) -> Iterator[None]:
-    import psycopg
-    from psycopg import sql
-
-    def admin() -> psycopg.Connection[Any]:
-        return psycopg.connect("host=127.0.0.1 port=5432 dbname=postgres user=postgres", autocommit=True)
-
-    with admin() as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield
-    finally:
-        with admin() as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-
-
-@contextlib.contextmanager
-def _redis_database(db: int) -> Iterator[None]:
-    """This module's Redis database, empty before and after (stale groups or sessions would leak across runs)."""
-    client = _redis(db)
-    client.flushdb()
-    try:
-        yield
-    finally:
-        client.flushdb()
-        client.close()
-
-
-def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path, timeout: float = 60.0) -> None:
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "server/discover",
-        "params": {
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {},
-            }
-        },
-    }
-    headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"}
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"uvicorn exited with {process.returncode}:\n{log.read_text(errors='replace')}")
-        try:
-            response = httpx2.post(url, json=body, headers=headers, timeout=2.0)
-        except httpx2.TransportError:
-            time.sleep(0.1)
-            continue
-        if response.status_code == 200:
-            return
-        time.sleep(0.1)
-    raise RuntimeError(f"uvicorn did not become ready:\n{log.read_text(errors='replace')}")
+@pytest.fixture(scope="module")
+def demo_project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[live.Project]:
+    """The demo project on this module's Redis database (channel layer and sessions), with an admin superuser;
+    ``demo_server`` serves it."""
+    with (
+        live.redis_database() as redis_url,
+        live.project(tmp_path_factory.mktemp("project"), redis_url=redis_url) as project,
+    ):
+        project.manage(
+            *("createsuperuser", "--noinput", "--username", ADMIN_USER, "--email", "e2e-admin@example.com"),
+            env={"DJANGO_SUPERUSER_PASSWORD": ADMIN_PASSWORD},
+        )
+        yield project
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    redis_db = _redis_db()
-    _require_redis(redis_db)
-    port = _free_port()
-    base = f"http://127.0.0.1:{port}"
-    url = f"{base}/mcp"
-    workdir = tmp_path_factory.mktemp("subscriptions-e2e")
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in ("MCP_TEST_DB", "PGDATABASE", "MCP_DEMO_DB", "DJANGO_SETTINGS_MODULE", "DJANGO_DEBUG")
-    }
-    env.update(
-        DJANGO_SETTINGS_MODULE="testproject.settings",
-        MCP_RESOURCE_URI=url,
-        MCP_REDIS_URL=f"redis://{REDIS_HOST}:{REDIS_PORT}/{redis_db}",
-        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
-    )
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(_redis_database(redis_db))
-        if os.environ.get("MCP_TEST_DB") == "postgres":
-            database = f"mcp_subs_e2e_{os.getpid()}"
-            stack.enter_context(_postgres_database(database))
-            env.update(MCP_TEST_DB="postgres", PGDATABASE=database)
-        else:
-            env["MCP_DEMO_DB"] = str(workdir / "subscriptions.sqlite3")
-        _manage(env, "migrate", "--verbosity", "0")
-        _manage(env, "load_demo_data")
-        _manage(
-            {**env, "DJANGO_SUPERUSER_PASSWORD": ADMIN_PASSWORD},
-            "createsuperuser",
-            "--noinput",
-            "--username",
-            ADMIN_USER,
-            "--email",
-            "e2e-admin@example.com",
-        )
-        tokens = {
-            user: _manage(env, "mcp_token", "--user", user, "--scope", "documents:read", "--resource", url).strip()
-            for user in ("alice", "bob")
-        }
-        script = (
-            "import json\n"
-            "from testproject.library.models import Document\n"
-            "def ids(u):\n"
-            "    return list(Document.objects.filter(owner__username=u).order_by('pk').values_list('pk', flat=True))\n"
-            "print(json.dumps({u: ids(u) for u in ('alice', 'bob')}))\n"
-        )
-        documents = json.loads(_manage(env, "shell", "--no-imports", "-c", script).strip().splitlines()[-1])
+def documents(demo_project: live.Project) -> dict[str, list[int]]:
+    """The primary keys of alice's and bob's documents."""
+    return demo_project.ids_by_user("Document")
 
-        log = workdir / "uvicorn.log"
-        log_file = stack.enter_context(log.open("wb"))
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "testproject.asgi:application",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--log-level",
-                "warning",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            _wait_ready(url, process, log)
-            yield LiveServer(
-                url=url,
-                base=base,
-                env=env,
-                alice_token=tokens["alice"],
-                bob_token=tokens["bob"],
-                documents=documents,
-                log=log,
-            )
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=15)
-        output = log.read_text(errors="replace")
-        assert "Traceback" not in output, f"the server logged a traceback:\n{output}"
+
+@pytest.fixture(scope="module")
+def server(demo_server: live.Server) -> Iterator[live.Server]:
+    """``demo_server``, whose log must stay free of tracebacks."""
+    demo_server.tokens("alice", "bob")
+    yield demo_server
+    demo_server.assert_log_clean()
+
+
+async def shell(server: live.Server, code: str) -> None:
+    """Run ``code`` in ``manage.py shell`` with the server's environment (its database and Redis)."""
+    await anyio.to_thread.run_sync(server.project.shell, code)
 
 
 # Changes: the ORM (another process) and the admin (over HTTP) -------------------------------------------
@@ -358,44 +172,46 @@ def _form(html: str, form_id: str) -> dict[str, str]:
 
 
 @contextlib.asynccontextmanager
-async def admin_browser(live: LiveServer) -> AsyncIterator[httpx2.AsyncClient]:
+async def admin_browser(server: live.Server) -> AsyncIterator[httpx2.AsyncClient]:
     """An HTTP client signed in to the Django admin as the superuser (session and CSRF cookies)."""
-    async with httpx2.AsyncClient(base_url=live.base, timeout=30.0, follow_redirects=False) as http:
+    async with httpx2.AsyncClient(base_url=server.base, timeout=30.0, follow_redirects=False) as http:
         page = await http.get("/admin/login/")
         assert page.status_code == 200
         fields = _form(page.text, "login-form")
         fields.update(username=ADMIN_USER, password=ADMIN_PASSWORD, next="/admin/")
-        signed_in = await http.post("/admin/login/", data=fields, headers={"Referer": f"{live.base}/admin/login/"})
+        signed_in = await http.post("/admin/login/", data=fields, headers={"Referer": f"{server.base}/admin/login/"})
         assert signed_in.status_code == 302, f"admin sign-in failed ({signed_in.status_code})"
         assert signed_in.headers["Location"] == "/admin/"
         yield http
 
 
-async def _submit(http: httpx2.AsyncClient, live: LiveServer, path: str, form_id: str, changes: dict[str, str]) -> None:
+async def _submit(
+    http: httpx2.AsyncClient, server: live.Server, path: str, form_id: str, changes: dict[str, str]
+) -> None:
     page = await http.get(path)
     assert page.status_code == 200, f"GET {path}: {page.status_code}"
     fields = _form(page.text, form_id)
     fields.update(changes, _save="Save")
-    saved = await http.post(path, data=fields, headers={"Referer": f"{live.base}{path}"})
+    saved = await http.post(path, data=fields, headers={"Referer": f"{server.base}{path}"})
     # The admin redirects after a successful save; a 200 is the form again, with its errors.
     assert saved.status_code == 302, f"POST {path} was not saved ({saved.status_code}):\n{saved.text[:3000]}"
 
 
-async def admin_touch(live: LiveServer, pk: int) -> None:
+async def admin_touch(server: live.Server, pk: int) -> None:
     """Change document ``pk``'s body through the admin's change form."""
     path = f"/admin/library/document/{pk}/change/"
-    async with admin_browser(live) as http:
+    async with admin_browser(server) as http:
         page = await http.get(path)
         body = _form(page.text, "document_form")["body"]
-        await _submit(http, live, path, "document_form", {"body": body + " (changed in the admin)"})
+        await _submit(http, server, path, "document_form", {"body": body + " (changed in the admin)"})
 
 
-async def admin_add_static(live: LiveServer, uri: str) -> None:
+async def admin_add_static(server: live.Server, uri: str) -> None:
     """Add a public static resource through the admin's add form."""
-    async with admin_browser(live) as http:
+    async with admin_browser(server) as http:
         await _submit(
             http,
-            live,
+            server,
             "/admin/mcp_resources/staticresource/add/",
             "staticresource_form",
             {"uri": uri, "name": "added-in-the-admin", "mime_type": "text/plain", "text": "Added in the admin."},
@@ -412,9 +228,25 @@ class Inbox:
         self.name = name
         self.events: list[Event] = []
         self.other: list[Any] = []
+        self.get_streams: list[int] = []  # statuses of the session's GET requests, as their responses start
 
     def count(self, event: Event) -> int:
         return self.events.count(event)
+
+    async def on_response(self, response: httpx2.Response) -> None:
+        if response.request.method == "GET":
+            self.get_streams.append(response.status_code)
+
+    async def stream_opened(self, timeout: float = WAIT) -> None:
+        """Wait until the session's GET stream has answered 200.
+
+        The SDK opens it in the background after ``initialize``. The server starts the response once the stream has
+        joined its groups and re-read the session's subscriptions: from then on, every change reaches it.
+        """
+        with anyio.move_on_after(timeout):
+            while 200 not in self.get_streams:
+                await anyio.sleep(0.02)
+        assert 200 in self.get_streams, f"{self.name}: no GET stream within {timeout}s ({self.get_streams})"
 
     async def wait_for(self, event: Event, count: int = 1, timeout: float = WAIT) -> None:
         with anyio.move_on_after(timeout):
@@ -425,7 +257,7 @@ class Inbox:
         )
 
     async def message_handler(self, message: Any) -> None:
-        """The legacy client's ``message_handler``: notifications of the session's GET stream."""
+        """The 2025-11-25 client's ``message_handler``: notifications of the session's GET stream."""
         if isinstance(message, mcp_types.ResourceUpdatedNotification):
             self.events.append(updated(message.params.uri))
         elif isinstance(message, mcp_types.ResourceListChangedNotification):
@@ -445,15 +277,17 @@ class Inbox:
 
 
 @contextlib.asynccontextmanager
-async def connect(live: LiveServer, token: str, mode: str, inbox: Inbox | None = None) -> AsyncIterator[Client]:
+async def connect(server: live.Server, user: str, mode: str, inbox: Inbox | None = None) -> AsyncIterator[Client]:
+    """The official client in ``mode`` with a token of ``user``; ``inbox`` hears a session's GET stream."""
     async with (
         httpx2.AsyncClient(
-            headers={"Authorization": f"Bearer {token}"},
+            headers={"Authorization": f"Bearer {server.token(user)}"},
             timeout=httpx2.Timeout(30.0, read=300.0),
             follow_redirects=True,
+            event_hooks={"response": [inbox.on_response]} if inbox is not None else {},
         ) as http,
         Client(
-            streamable_http_client(live.url, http_client=http),
+            streamable_http_client(server.url, http_client=http),
             mode=mode,
             message_handler=inbox.message_handler if inbox is not None else None,
         ) as client,
@@ -481,38 +315,30 @@ def run(body: Callable[[TaskGroup], Awaitable[None]]) -> None:
     anyio.run(main)
 
 
-async def legacy_warm_up(live: LiveServer, inbox: Inbox, pk: int) -> None:
-    """Wait until the legacy session's GET stream delivers updates of document ``pk``, then forget them.
-
-    The SDK opens the GET stream in the background after ``initialize``, and ``resources/subscribe`` reaches
-    it through the channel layer: both settle asynchronously, so a change made at once could be missed.
-    """
-    for _attempt in range(10):
-        await live.ashell(orm_touch(pk))
-        with contextlib.suppress(AssertionError):
-            await inbox.wait_for(updated(doc_uri(pk)), timeout=3.0)
-            break
-    else:
-        pytest.fail(f"{inbox.name}: the legacy GET stream never delivered an update of document {pk}")
-    await anyio.sleep(GRACE)
-    inbox.events.clear()
+async def touch(server: live.Server, *pks: int) -> None:
+    """Save each document in another process (one commit each, in this order)."""
+    await shell(server, "".join(orm_touch(pk) for pk in pks))
 
 
-def _ids(live: LiveServer, user: str, index: int) -> int:
-    return live.documents[user][index]
+async def settle(server: live.Server, marker: int, *inboxes: Inbox) -> None:
+    """Change document ``marker`` (subscribed by every inbox) and wait until each inbox heard it: whatever was
+    published before has then arrived too."""
+    await touch(server, marker)
+    for inbox in inboxes:
+        await inbox.wait_for(updated(doc_uri(marker)))
 
 
 # Tests ---------------------------------------------------------------------------------------------------
 
 
-def test_listen_acknowledges_only_what_the_caller_may_read(live: LiveServer) -> None:
-    alice_doc, bob_doc = doc_uri(_ids(live, "alice", 0)), doc_uri(_ids(live, "bob", 0))
+def test_listen_acknowledges_only_what_the_caller_may_read(server: live.Server, documents: Docs) -> None:
+    alice_doc, bob_doc = doc_uri(documents["alice"][0]), doc_uri(documents["bob"][0])
 
     async def body(tasks: TaskGroup) -> None:
         async with (
-            connect(live, live.alice_token, "2026-07-28") as alice,
+            connect(server, "alice", "2026-07-28") as alice,
             alice.listen(resource_subscriptions=[alice_doc, bob_doc, "test://nope"], resources_list_changed=True) as a,
-            connect(live, live.bob_token, "auto") as bob,
+            connect(server, "bob", "auto") as bob,
             bob.listen(resource_subscriptions=[alice_doc, bob_doc]) as b,
         ):
             assert a.honored.resource_subscriptions == [alice_doc]
@@ -524,118 +350,113 @@ def test_listen_acknowledges_only_what_the_caller_may_read(live: LiveServer) -> 
     run(body)
 
 
-def test_listen_hears_orm_and_admin_changes_and_a_list_change(live: LiveServer) -> None:
+def test_listen_hears_orm_and_admin_changes_and_a_list_change(server: live.Server, documents: Docs) -> None:
     """2026-07-28: the acknowledgement, then one update per save (ORM, admin) and a list change per added row."""
-    pk = _ids(live, "alice", 1)
-    alice_doc, bob_doc = doc_uri(pk), doc_uri(_ids(live, "bob", 1))
-    wanted = [alice_doc, bob_doc, "test://nope"]
+    pk, marker = documents["alice"][1], documents["alice"][5]
+    alice_doc, bob_doc, marker_doc = doc_uri(pk), doc_uri(documents["bob"][1]), doc_uri(marker)
     added = "test://added-in-the-admin"
 
     async def body(tasks: TaskGroup) -> None:
         inbox = Inbox("alice (listen)")
         async with (
-            connect(live, live.alice_token, "2026-07-28") as alice,
-            alice.listen(resource_subscriptions=wanted, resources_list_changed=True) as sub,
+            connect(server, "alice", "2026-07-28") as alice,
+            alice.listen(
+                resource_subscriptions=[alice_doc, bob_doc, "test://nope", marker_doc], resources_list_changed=True
+            ) as sub,
         ):
-            assert sub.honored.resource_subscriptions == [alice_doc]
+            assert sub.honored.resource_subscriptions == [alice_doc, marker_doc]
             assert sub.honored.resources_list_changed is True
             tasks.start_soon(inbox.pump, sub)
 
-            await live.ashell(orm_touch(pk))
+            await touch(server, pk)
             await inbox.wait_for(updated(alice_doc), 1)
-            await admin_touch(live, pk)
+            await admin_touch(server, pk)
             await inbox.wait_for(updated(alice_doc), 2)
-            await admin_add_static(live, added)
+            await admin_add_static(server, added)
             await inbox.wait_for(LIST_CHANGED, 1)
-            await anyio.sleep(GRACE)
+            await settle(server, marker, inbox)
             # Exactly one notification per change, and nothing about the new row's URI (not subscribed).
-            assert inbox.events == [updated(alice_doc), updated(alice_doc), LIST_CHANGED], inbox.events
+            assert inbox.events == [updated(alice_doc), updated(alice_doc), LIST_CHANGED, updated(marker_doc)]
             assert not inbox.other
 
     run(body)
 
 
-def test_legacy_subscribe_hears_orm_and_admin_changes_and_a_list_change(live: LiveServer) -> None:
+def test_session_subscribe_hears_orm_and_admin_changes_and_a_list_change(server: live.Server, documents: Docs) -> None:
     """2025-11-25: ``resources/subscribe`` in a session; notifications arrive on the session's GET stream."""
-    pk = _ids(live, "alice", 2)
-    alice_doc = doc_uri(pk)
+    pk, marker = documents["alice"][2], documents["alice"][6]
+    alice_doc, marker_doc = doc_uri(pk), doc_uri(marker)
     added = "test://added-from-the-shell"
 
     async def body(tasks: TaskGroup) -> None:
-        inbox = Inbox("alice (legacy)")
-        async with connect(live, live.alice_token, "legacy", inbox) as alice:
+        inbox = Inbox("alice (2025-11-25)")
+        async with connect(server, "alice", "legacy", inbox) as alice:
             assert alice.protocol_version == "2025-11-25"
             resources = alice.server_capabilities.resources
             assert resources is not None
             assert resources.subscribe is True
             assert resources.list_changed is True
             assert await alice.subscribe_resource(alice_doc) is not None
-            await legacy_warm_up(live, inbox, pk)
+            assert await alice.subscribe_resource(marker_doc) is not None
+            await inbox.stream_opened()
 
-            await live.ashell(orm_touch(pk))
+            await touch(server, pk)
             await inbox.wait_for(updated(alice_doc), 1)
-            await admin_touch(live, pk)
+            await admin_touch(server, pk)
             await inbox.wait_for(updated(alice_doc), 2)
-            await live.ashell(orm_add_static(added))
+            await shell(server, orm_add_static(added))
             await inbox.wait_for(LIST_CHANGED, 1)
-            await anyio.sleep(GRACE)
-            assert inbox.events == [updated(alice_doc), updated(alice_doc), LIST_CHANGED], inbox.events
+            await settle(server, marker, inbox)
+            assert inbox.events == [updated(alice_doc), updated(alice_doc), LIST_CHANGED, updated(marker_doc)]
 
             # Unsubscribed, the document's changes stop; list changes (published after them) still come.
             await alice.unsubscribe_resource(alice_doc)
-            await live.ashell(orm_touch(pk) + orm_add_static(added + "-2"))
+            await shell(server, orm_touch(pk) + orm_add_static(added + "-2"))
             await inbox.wait_for(LIST_CHANGED, 2)
-            await anyio.sleep(GRACE)
-            assert inbox.events == [updated(alice_doc), updated(alice_doc), LIST_CHANGED, LIST_CHANGED], inbox.events
+            assert inbox.events[4:] == [LIST_CHANGED], inbox.events
+            assert not inbox.other
 
     run(body)
 
 
-def test_bob_listening_both_ways_hears_nothing_about_alices_documents(live: LiveServer) -> None:
-    alice_pk, bob_pk = _ids(live, "alice", 3), _ids(live, "bob", 3)
+def test_bob_listening_both_ways_hears_nothing_about_alices_documents(server: live.Server, documents: Docs) -> None:
+    alice_pk, bob_pk = documents["alice"][3], documents["bob"][3]
     alice_doc, bob_doc = doc_uri(alice_pk), doc_uri(bob_pk)
     alice_inbox = Inbox("alice (listen)")
     bob_listen = Inbox("bob (listen)")
-    bob_legacy = Inbox("bob (legacy)")
+    bob_session = Inbox("bob (2025-11-25)")
 
     async def body(tasks: TaskGroup) -> None:
         async with (
-            connect(live, live.alice_token, "2026-07-28") as alice,
+            connect(server, "alice", "2026-07-28") as alice,
             alice.listen(resource_subscriptions=[alice_doc]) as alice_sub,
-            connect(live, live.bob_token, "2026-07-28") as bob,
+            connect(server, "bob", "2026-07-28") as bob,
             bob.listen(resource_subscriptions=[alice_doc, bob_doc], resources_list_changed=True) as bob_sub,
-            connect(live, live.bob_token, "legacy", bob_legacy) as bob_old,
+            connect(server, "bob", "legacy", bob_session) as bob_old,
         ):
             assert alice_sub.honored.resource_subscriptions == [alice_doc]
             assert bob_sub.honored.resource_subscriptions == [bob_doc]
             tasks.start_soon(alice_inbox.pump, alice_sub)
             tasks.start_soon(bob_listen.pump, bob_sub)
-            # A legacy subscription to alice's document is refused exactly like an unknown URI.
+            # A 2025-11-25 subscription to alice's document is refused exactly like an unknown URI.
             with pytest.raises(MCPError) as refused:
                 await bob_old.subscribe_resource(alice_doc)
             assert refused.value.code == -32002
             assert refused.value.data == {"uri": alice_doc}
             await bob_old.subscribe_resource(bob_doc)
-            # Bob's streams are live before alice's changes (the warm-up saves bob's document).
-            await legacy_warm_up(live, bob_legacy, bob_pk)
-            await bob_listen.wait_for(updated(bob_doc))
-            bob_listen.events.clear()
+            await bob_session.stream_opened()  # bob's streams are live before alice's changes
 
-            await live.ashell(orm_touch(alice_pk))
+            await touch(server, alice_pk)
             await alice_inbox.wait_for(updated(alice_doc), 1)
-            await admin_touch(live, alice_pk)
+            await admin_touch(server, alice_pk)
             await alice_inbox.wait_for(updated(alice_doc), 2)
-            await anyio.sleep(GRACE)
-            assert bob_listen.events == [], bob_listen.events
-            assert bob_legacy.events == [], bob_legacy.events
 
-            # Bob's streams still work: his own document's change reaches both, and nothing else came before it.
-            await admin_touch(live, bob_pk)
+            # Bob's own document changes after alice's: it reaches both of his streams, and nothing came before it.
+            await admin_touch(server, bob_pk)
             await bob_listen.wait_for(updated(bob_doc))
-            await bob_legacy.wait_for(updated(bob_doc))
-            await anyio.sleep(GRACE)
+            await bob_session.wait_for(updated(bob_doc))
             assert bob_listen.events == [updated(bob_doc)]
-            assert bob_legacy.events == [updated(bob_doc)]
+            assert bob_session.events == [updated(bob_doc)]
             assert alice_inbox.events == [updated(alice_doc), updated(alice_doc)]
 
     run(body)

@@ -1,9 +1,11 @@
 """HTTP transport tests against a real threaded server on loopback (pytest-django's ``live_server``).
 
-Every request is built byte by byte with ``http.client``, so each header (including ``Host``) and the body are
-exactly what the test says. Tokens are real django-oauth-toolkit rows bound (RFC 8707) to the endpoint URL.
-Expected statuses and JSON-RPC codes follow the 2026-07-28 error map (docs: mcp-protocol.md section 1.7 and the
-checklist in section 10); legacy (2025-11-25 / 2025-06-18) sessions follow the 2025 transport.
+The live server is Django's own WSGI handler, so every MCP request passes through the project's middleware stack,
+as under ``testproject.wsgi`` (the last section checks that). Every request is built byte by byte with
+``http.client``, so each header (including ``Host``) and the body are exactly what the test says. Tokens are real
+django-oauth-toolkit rows bound (RFC 8707) to the endpoint URL. Expected statuses and JSON-RPC codes follow the
+2026-07-28 error map (docs: mcp-protocol.md section 1.7 and the checklist in section 10); sessions of 2025-11-25 /
+2025-06-18 follow the 2025 transport.
 """
 
 from __future__ import annotations
@@ -13,20 +15,24 @@ import http.client
 import json
 import re
 import secrets
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import pytest
-from django.contrib.auth import get_user_model
+from django.core.wsgi import get_wsgi_application
 from django.utils import timezone
-from oauth2_provider.models import get_access_token_model, get_application_model
+from oauth2_provider.models import get_access_token_model
 
-from mcp_resources.protocol.versions import V2026_07_28 as MODERN_VERSION
+from mcp_resources.auth.tokens import issue_access_token
 from mcp_resources.models import StaticResource
+from mcp_resources.protocol.versions import V2026_07_28
 from testproject.library.models import Document, Note
-from tests.urls_extra import SECRET_DETAIL, STATIC_CODE_URIS
+from tests.urls_extra import MIDDLEWARE_LOG, SECRET_DETAIL, STATIC_CODE_URIS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,7 +46,7 @@ INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
-LEGACY_NOT_FOUND = -32002
+NOT_FOUND_2025_11_25 = -32002
 HEADER_MISMATCH = -32020
 UNSUPPORTED_VERSION = -32022
 
@@ -103,7 +109,7 @@ def encode_name(value: str) -> str:
     return "=?base64?" + base64.b64encode(value.encode("utf-8")).decode("ascii") + "?="
 
 
-def request_meta(version: str = MODERN_VERSION) -> dict[str, Any]:
+def request_meta(version: str = V2026_07_28) -> dict[str, Any]:
     return {
         PROTOCOL_VERSION_META: version,
         CLIENT_CAPABILITIES_META: {},
@@ -143,7 +149,7 @@ class Endpoint:
         *,
         id: Any = 1,
         token: str | None = None,
-        version: str = MODERN_VERSION,
+        version: str = V2026_07_28,
         meta: Any = DEFAULT,
         headers: dict[str, str | bytes | None] | None = None,
         query: str = "",
@@ -166,7 +172,7 @@ class Endpoint:
     def read(self, uri: str, **kwargs: Any) -> Reply:
         return self.call("resources/read", {"uri": uri}, **kwargs)
 
-    # Legacy sessions --------------------------------------------------------------------------------------
+    # Sessions of 2025-11-25 ------------------------------------------------------------------------------
 
     def initialize(self, version: str = "2025-11-25", *, token: str | None = None) -> Reply:
         body = {
@@ -186,7 +192,7 @@ class Endpoint:
         assert reply.status == 200, reply.body
         return reply.headers["Mcp-Session-Id"], reply.result["protocolVersion"]
 
-    def legacy(
+    def session_message(
         self,
         session: str,
         method: str,
@@ -225,54 +231,30 @@ class People:
 
 
 @pytest.fixture
-def people(transactional_db: None) -> People:
-    user_model = get_user_model()
-    alice = user_model.objects.create_user("alice")
-    bob = user_model.objects.create_user("bob")
+def people(alice: Any, bob: Any) -> People:
     alice_docs = [Document.objects.create(owner=alice, title=f"A{i}", body=f"alice body {i}") for i in range(3)]
     bob_docs = [Document.objects.create(owner=bob, title=f"B{i}", body=f"bob body {i}") for i in range(2)]
     return People(alice, bob, alice_docs, bob_docs)
 
 
 @pytest.fixture
-def make_token(live_server: Any, transactional_db: None) -> Any:
-    application_model = get_application_model()
-    application = application_model.objects.create(
-        name="transport tests",
-        client_type=application_model.CLIENT_PUBLIC,
-        authorization_grant_type=application_model.GRANT_AUTHORIZATION_CODE,
-        redirect_uris="http://127.0.0.1/callback",
-    )
+def token_for(make_token: Callable[..., str], endpoint: Endpoint) -> Callable[..., str]:
+    """conftest's ``make_token``, bound by default to the live endpoint's URL (its canonical resource URI)."""
 
-    def make(
-        user: Any,
-        scope: str = "documents:read",
-        *,
-        resource: list[str] | None = None,
-        expires_in: int = 3600,
-    ) -> str:
-        token = secrets.token_urlsafe(32)
-        get_access_token_model().objects.create(
-            user=user,
-            application=application,
-            token=token,
-            scope=scope,
-            expires=timezone.now() + timedelta(seconds=expires_in),
-            resource=[live_server.url + "/mcp"] if resource is None else resource,
-        )
-        return token
+    def make(user: Any, scope: str = "documents:read", *, resource: str | None = None, expires_in: int = 3600) -> str:
+        return make_token(user, scope, resource=endpoint.url if resource is None else resource, expires_in=expires_in)
 
     return make
 
 
 @pytest.fixture
-def alice_token(people: People, make_token: Any) -> str:
-    return make_token(people.alice)
+def alice_token(people: People, token_for: Any) -> str:
+    return token_for(people.alice)
 
 
 @pytest.fixture
-def bob_token(people: People, make_token: Any) -> str:
-    return make_token(people.bob)
+def bob_token(people: People, token_for: Any) -> str:
+    return token_for(people.bob)
 
 
 @pytest.fixture
@@ -338,10 +320,10 @@ def test_endpoint_is_exempt_from_csrf_through_the_whole_middleware_stack() -> No
         "/mcp",
         json.dumps(body),
         content_type="application/json",
-        headers={"Mcp-Protocol-Version": MODERN_VERSION, "Mcp-Method": "server/discover"},
+        headers={"Mcp-Protocol-Version": V2026_07_28, "Mcp-Method": "server/discover"},
     )
     assert response.status_code == 200, response.content[:300]
-    assert response.json()["result"]["supportedVersions"][0] == MODERN_VERSION
+    assert response.json()["result"]["supportedVersions"][0] == V2026_07_28
 
 
 # server/discover and result envelope --------------------------------------------------------------------
@@ -356,7 +338,7 @@ def test_discover_shape(endpoint: Endpoint) -> None:
     assert payload["id"] == "d-1"
     result = payload["result"]
     assert result["resultType"] == "complete"
-    assert MODERN_VERSION in result["supportedVersions"]
+    assert V2026_07_28 in result["supportedVersions"]
     assert all(isinstance(v, str) for v in result["supportedVersions"])
     assert isinstance(result["capabilities"]["resources"], dict)
     assert isinstance(result["ttlMs"], int)
@@ -409,7 +391,7 @@ def test_missing_meta(endpoint: Endpoint) -> None:
 
 def test_missing_params_entirely(endpoint: Endpoint) -> None:
     body = {"jsonrpc": "2.0", "id": 1, "method": "resources/list"}
-    reply = endpoint.post(body, {"MCP-Protocol-Version": MODERN_VERSION, "Mcp-Method": "resources/list"})
+    reply = endpoint.post(body, {"MCP-Protocol-Version": V2026_07_28, "Mcp-Method": "resources/list"})
     assert_error(reply, 400, INVALID_PARAMS)
 
 
@@ -520,7 +502,7 @@ def test_mcp_name_is_ignored_where_not_required(endpoint: Endpoint) -> None:
 @pytest.mark.parametrize("version", ["2099-01-01", "2025-03-26", "2025-11-25"])
 def test_unsupported_version(endpoint: Endpoint, version: str) -> None:
     error = assert_error(endpoint.call("resources/list", version=version), 400, UNSUPPORTED_VERSION)
-    assert MODERN_VERSION in error["data"]["supported"]
+    assert V2026_07_28 in error["data"]["supported"]
     assert error["data"]["requested"] == version
 
 
@@ -551,7 +533,7 @@ def test_bare_notification_without_headers_is_202(endpoint: Endpoint) -> None:
 
 def test_batch_is_rejected(endpoint: Endpoint) -> None:
     one = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": request_meta()}}
-    reply = endpoint.post([one, {**one, "id": 2}], {"MCP-Protocol-Version": MODERN_VERSION})
+    reply = endpoint.post([one, {**one, "id": 2}], {"MCP-Protocol-Version": V2026_07_28})
     assert_error(reply, 400, INVALID_REQUEST, request_id=None)
 
 
@@ -561,7 +543,7 @@ def test_batch_is_rejected(endpoint: Endpoint) -> None:
     ids=["truncated", "empty", "text", "duplicate-key", "not-utf8", "deep-nesting"],
 )
 def test_parse_error(endpoint: Endpoint, body: bytes) -> None:
-    reply = endpoint.post(body, {"MCP-Protocol-Version": MODERN_VERSION, "Mcp-Method": "ping"})
+    reply = endpoint.post(body, {"MCP-Protocol-Version": V2026_07_28, "Mcp-Method": "ping"})
     error = assert_error(reply, 400, PARSE_ERROR, request_id=None)
     assert "Traceback" not in error["message"]
 
@@ -592,13 +574,13 @@ def test_parse_error(endpoint: Endpoint, body: bytes) -> None:
     ],
 )
 def test_invalid_request(endpoint: Endpoint, body: Any, request_id: Any) -> None:
-    reply = endpoint.post(body, {"MCP-Protocol-Version": MODERN_VERSION, "Mcp-Method": "server/discover"})
+    reply = endpoint.post(body, {"MCP-Protocol-Version": V2026_07_28, "Mcp-Method": "server/discover"})
     assert_error(reply, 400, INVALID_REQUEST, request_id=request_id)
 
 
 def test_params_not_an_object(endpoint: Endpoint) -> None:
     body = {"jsonrpc": "2.0", "id": "p", "method": "server/discover", "params": [1]}
-    reply = endpoint.post(body, {"MCP-Protocol-Version": MODERN_VERSION, "Mcp-Method": "server/discover"})
+    reply = endpoint.post(body, {"MCP-Protocol-Version": V2026_07_28, "Mcp-Method": "server/discover"})
     assert_error(reply, 400, INVALID_PARAMS, request_id="p")
 
 
@@ -629,12 +611,12 @@ def test_lone_surrogate_id_is_echoed(endpoint: Endpoint) -> None:
         + json.dumps(request_meta()).encode()
         + b"}}"
     )
-    reply = endpoint.post(body, {"MCP-Protocol-Version": MODERN_VERSION, "Mcp-Method": "nope/nope"})
+    reply = endpoint.post(body, {"MCP-Protocol-Version": V2026_07_28, "Mcp-Method": "nope/nope"})
     assert_error(reply, 404, METHOD_NOT_FOUND, request_id="\ud800")
 
 
 def test_client_response_is_rejected(endpoint: Endpoint) -> None:
-    reply = endpoint.post({"jsonrpc": "2.0", "id": 1, "result": {}}, {"MCP-Protocol-Version": MODERN_VERSION})
+    reply = endpoint.post({"jsonrpc": "2.0", "id": 1, "result": {}}, {"MCP-Protocol-Version": V2026_07_28})
     assert reply.status == 400
     assert reply.json["error"]["code"] == INVALID_REQUEST
 
@@ -685,7 +667,7 @@ def test_other_methods_are_405(endpoint: Endpoint, method: str) -> None:
     assert reply.headers["Allow"] == "POST, DELETE"
 
 
-def test_get_with_legacy_session_is_405(endpoint: Endpoint) -> None:
+def test_get_with_a_session_is_405_under_wsgi(endpoint: Endpoint) -> None:
     session, _ = endpoint.session()
     reply = raw_request(endpoint.url, "GET", headers=[("Mcp-Session-Id", session), ("Accept", "text/event-stream")])
     assert reply.status == 405
@@ -734,7 +716,7 @@ def test_host_not_allowed_is_400(endpoint: Endpoint, host: str) -> None:
     assert b"resultType" not in reply.body
 
 
-# Legacy sessions (2025-11-25 / 2025-06-18) --------------------------------------------------------------
+# Sessions of 2025-11-25 / 2025-06-18 --------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -766,33 +748,33 @@ def test_initialize_without_protocol_version(endpoint: Endpoint) -> None:
     assert "Mcp-Session-Id" not in reply.headers
 
 
-def test_legacy_session_flow(endpoint: Endpoint, people: People, alice_token: str) -> None:
+def test_session_flow(endpoint: Endpoint, people: People, alice_token: str) -> None:
     session, version = endpoint.session("2025-06-18", token=alice_token)
     assert version == "2025-06-18"
     kwargs: dict[str, Any] = {"version": version, "token": alice_token}
-    notified = endpoint.legacy(session, "notifications/initialized", id=None, **kwargs)
+    notified = endpoint.session_message(session, "notifications/initialized", id=None, **kwargs)
     assert notified.status == 202
     assert notified.body == b""
-    pong = endpoint.legacy(session, "ping", id="p", **kwargs)
+    pong = endpoint.session_message(session, "ping", id="p", **kwargs)
     assert pong.status == 200
     assert pong.json == {"jsonrpc": "2.0", "id": "p", "result": {}}
-    listed = endpoint.legacy(session, "resources/list", {}, **kwargs)
+    listed = endpoint.session_message(session, "resources/list", {}, **kwargs)
     assert listed.status == 200
     uris = [r["uri"] for r in listed.result["resources"]]
     assert "test://static-text" in uris
     assert doc_uri(people.alice_docs[0]) in uris
     assert doc_uri(people.bob_docs[0]) not in uris
-    templates = endpoint.legacy(session, "resources/templates/list", **kwargs)
+    templates = endpoint.session_message(session, "resources/templates/list", **kwargs)
     assert "learn://documents/{id}" in [t["uriTemplate"] for t in templates.result["resourceTemplates"]]
-    read = endpoint.legacy(session, "resources/read", {"uri": doc_uri(people.alice_docs[0])}, **kwargs)
+    read = endpoint.session_message(session, "resources/read", {"uri": doc_uri(people.alice_docs[0])}, **kwargs)
     assert read.result["contents"][0]["text"] == "alice body 0"
-    static = endpoint.legacy(session, "resources/read", {"uri": "test://static-text"}, **kwargs)
+    static = endpoint.session_message(session, "resources/read", {"uri": "test://static-text"}, **kwargs)
     assert static.result["contents"][0]["text"].startswith("This is the content")
 
 
-def test_legacy_protected_list_without_token_is_401(endpoint: Endpoint) -> None:
+def test_session_protected_list_without_token_is_401(endpoint: Endpoint) -> None:
     session, _ = endpoint.session()
-    assert_challenge(endpoint.legacy(session, "resources/list", {}))
+    assert_challenge(endpoint.session_message(session, "resources/list", {}))
 
 
 def test_initialize_on_the_2026_wire_is_404(endpoint: Endpoint) -> None:
@@ -802,7 +784,7 @@ def test_initialize_on_the_2026_wire_is_404(endpoint: Endpoint) -> None:
     assert "Mcp-Session-Id" not in reply.headers
 
 
-def test_legacy_session_without_version_header(endpoint: Endpoint) -> None:
+def test_session_without_version_header(endpoint: Endpoint) -> None:
     session, _ = endpoint.session()
     body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
     reply = endpoint.post(body, {"Mcp-Session-Id": session})
@@ -810,9 +792,9 @@ def test_legacy_session_without_version_header(endpoint: Endpoint) -> None:
     assert reply.result == {}
 
 
-def test_legacy_session_version_header_mismatch(endpoint: Endpoint) -> None:
+def test_session_version_header_mismatch(endpoint: Endpoint) -> None:
     session, _ = endpoint.session("2025-11-25")
-    reply = endpoint.legacy(session, "ping", version="2025-06-18")
+    reply = endpoint.session_message(session, "ping", version="2025-06-18")
     assert reply.status == 400
     assert reply.json["id"] == 1
 
@@ -820,7 +802,7 @@ def test_legacy_session_version_header_mismatch(endpoint: Endpoint) -> None:
 def test_unknown_session_is_404(endpoint: Endpoint) -> None:
     for session in (secrets.token_urlsafe(32), "x", "é" * 3, "a" * 1000):
         reply = (
-            endpoint.legacy(session, "ping")
+            endpoint.session_message(session, "ping")
             if session.isascii()
             else endpoint.post(
                 {"jsonrpc": "2.0", "id": 1, "method": "ping"},
@@ -833,14 +815,14 @@ def test_unknown_session_is_404(endpoint: Endpoint) -> None:
 
 def test_session_of_another_user_is_404(endpoint: Endpoint, alice_token: str, bob_token: str) -> None:
     session, _ = endpoint.session(token=alice_token)
-    assert endpoint.legacy(session, "ping", token=alice_token).status == 200
-    as_bob = endpoint.legacy(session, "resources/list", {}, token=bob_token)
-    unknown = endpoint.legacy(secrets.token_urlsafe(32), "resources/list", {}, token=bob_token)
+    assert endpoint.session_message(session, "ping", token=alice_token).status == 200
+    as_bob = endpoint.session_message(session, "resources/list", {}, token=bob_token)
+    unknown = endpoint.session_message(secrets.token_urlsafe(32), "resources/list", {}, token=bob_token)
     assert as_bob.status == unknown.status == 404
     assert as_bob.json == unknown.json
     assert "result" not in as_bob.json
-    assert endpoint.legacy(session, "ping", token=None).status == 404
-    assert endpoint.legacy(session, "ping", token=alice_token).status == 200
+    assert endpoint.session_message(session, "ping", token=None).status == 404
+    assert endpoint.session_message(session, "ping", token=alice_token).status == 200
 
 
 def test_delete_ends_session(endpoint: Endpoint, alice_token: str, bob_token: str) -> None:
@@ -848,18 +830,18 @@ def test_delete_ends_session(endpoint: Endpoint, alice_token: str, bob_token: st
     headers = [("Mcp-Session-Id", session), ("MCP-Protocol-Version", "2025-11-25")]
     by_bob = raw_request(endpoint.url, "DELETE", headers=[*headers, ("Authorization", f"Bearer {bob_token}")])
     assert by_bob.status == 404
-    assert endpoint.legacy(session, "ping", token=alice_token).status == 200
+    assert endpoint.session_message(session, "ping", token=alice_token).status == 200
     deleted = raw_request(endpoint.url, "DELETE", headers=[*headers, ("Authorization", f"Bearer {alice_token}")])
     assert 200 <= deleted.status < 300
-    assert endpoint.legacy(session, "ping", token=alice_token).status == 404
+    assert endpoint.session_message(session, "ping", token=alice_token).status == 404
     again = raw_request(endpoint.url, "DELETE", headers=[*headers, ("Authorization", f"Bearer {alice_token}")])
     assert again.status == 404
 
 
-def test_legacy_unknown_method(endpoint: Endpoint) -> None:
+def test_session_unknown_method(endpoint: Endpoint) -> None:
     session, _ = endpoint.session()
     for method in ("server/discover", "tools/list"):
-        reply = endpoint.legacy(session, method, {})
+        reply = endpoint.session_message(session, method, {})
         assert reply.json["error"]["code"] == METHOD_NOT_FOUND
         assert reply.json["id"] == 1
 
@@ -867,21 +849,21 @@ def test_legacy_unknown_method(endpoint: Endpoint) -> None:
 # Not found ----------------------------------------------------------------------------------------------
 
 
-def test_not_found_2026(endpoint: Endpoint, alice_token: str) -> None:
+def test_not_found_2026_07_28(endpoint: Endpoint, alice_token: str) -> None:
     uri = doc_uri(987654)
     error = assert_error(endpoint.read(uri, token=alice_token), 400, INVALID_PARAMS)
     assert error["data"]["uri"] == uri
-    assert error["code"] != LEGACY_NOT_FOUND
+    assert error["code"] != NOT_FOUND_2025_11_25
 
 
-def test_not_found_legacy(endpoint: Endpoint, alice_token: str) -> None:
+def test_not_found_2025_11_25(endpoint: Endpoint, alice_token: str) -> None:
     session, _ = endpoint.session(token=alice_token)
     uri = doc_uri(987654)
-    reply = endpoint.legacy(session, "resources/read", {"uri": uri}, token=alice_token)
+    reply = endpoint.session_message(session, "resources/read", {"uri": uri}, token=alice_token)
     payload = reply.json
     assert "result" not in payload
     assert payload["id"] == 1
-    assert payload["error"]["code"] == LEGACY_NOT_FOUND
+    assert payload["error"]["code"] == NOT_FOUND_2025_11_25
     assert payload["error"]["data"]["uri"] == uri
 
 
@@ -911,20 +893,22 @@ def test_read_own_document(endpoint: Endpoint, people: People, alice_token: str)
     assert result["contents"] == [{"uri": doc_uri(doc), "mimeType": "text/plain", "text": "alice body 1"}]
 
 
-@pytest.mark.parametrize("era", ["2026", "legacy"])
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
 def test_foreign_document_is_indistinguishable_from_missing(
     endpoint: Endpoint, people: People, bob_token: str, era: str
 ) -> None:
     foreign = doc_uri(people.alice_docs[0])
     missing = doc_uri(max(d.pk for d in people.alice_docs + people.bob_docs) + 1000)
-    if era == "2026":
+    if era == "2026-07-28":
         replies = [endpoint.read(uri, token=bob_token) for uri in (foreign, missing)]
     else:
         session, _ = endpoint.session(token=bob_token)
-        replies = [endpoint.legacy(session, "resources/read", {"uri": u}, token=bob_token) for u in (foreign, missing)]
+        replies = [
+            endpoint.session_message(session, "resources/read", {"uri": u}, token=bob_token) for u in (foreign, missing)
+        ]
     assert replies[0].status == replies[1].status
     errors = [reply.error for reply in replies]
-    assert errors[0]["code"] == errors[1]["code"] == (INVALID_PARAMS if era == "2026" else LEGACY_NOT_FOUND)
+    assert errors[0]["code"] == errors[1]["code"] == (INVALID_PARAMS if era == "2026-07-28" else NOT_FOUND_2025_11_25)
     assert errors[0]["message"] == errors[1]["message"]
     assert errors[0]["data"] == {"uri": foreign}
     assert errors[1]["data"] == {"uri": missing}
@@ -995,7 +979,7 @@ def test_malformed_authorization_is_401(
     body: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"_meta": request_meta()}}
     headers: list[tuple[str, str | bytes]] = [
         ("Content-Type", "application/json"),
-        ("MCP-Protocol-Version", MODERN_VERSION),
+        ("MCP-Protocol-Version", V2026_07_28),
         ("Mcp-Method", method),
         *authorization,
     ]
@@ -1009,27 +993,27 @@ def test_malformed_authorization_is_401(
 
 
 @pytest.mark.parametrize("existing", [True, False])
-def test_scope_is_checked_before_existence(endpoint: Endpoint, people: People, make_token: Any, existing: bool) -> None:
+def test_scope_is_checked_before_existence(endpoint: Endpoint, people: People, token_for: Any, existing: bool) -> None:
     """Without the scope, a missing document and an existing one get the same 403 (no existence oracle)."""
-    token = make_token(people.alice, scope="profile")
+    token = token_for(people.alice, scope="profile")
     uri = doc_uri(people.alice_docs[0] if existing else 999_999)
     challenge = assert_challenge(endpoint.read(uri, token=token), 403)
     assert 'error="insufficient_scope"' in challenge
 
 
-def test_protected_static_resource(endpoint: Endpoint, people: People, make_token: Any) -> None:
+def test_protected_static_resource(endpoint: Endpoint, people: People, token_for: Any) -> None:
     StaticResource.objects.create(
         uri="learn://handbook", name="handbook", text="secret", access="protected", required_scopes="documents:read"
     )
     assert_challenge(endpoint.read("learn://handbook"))
-    assert_challenge(endpoint.read("learn://handbook", token=make_token(people.bob, scope="profile")), 403)
-    result = endpoint.read("learn://handbook", token=make_token(people.bob)).result
+    assert_challenge(endpoint.read("learn://handbook", token=token_for(people.bob, scope="profile")), 403)
+    result = endpoint.read("learn://handbook", token=token_for(people.bob)).result
     assert result["contents"][0]["text"] == "secret"
     assert result["cacheScope"] == "private"
 
 
-def test_token_lacking_scope_is_403(endpoint: Endpoint, people: People, make_token: Any) -> None:
-    token = make_token(people.alice, scope="profile")
+def test_token_lacking_scope_is_403(endpoint: Endpoint, people: People, token_for: Any) -> None:
+    token = token_for(people.alice, scope="profile")
     challenge = assert_challenge(endpoint.read(doc_uri(people.alice_docs[0]), token=token), 403)
     assert 'error="insufficient_scope"' in challenge
     assert 'scope="documents:read"' in challenge
@@ -1040,15 +1024,15 @@ def test_token_lacking_scope_is_403(endpoint: Endpoint, people: People, make_tok
     assert endpoint.read("test://static-text", token=token).status == 200
 
 
-def test_expired_token_is_401(endpoint: Endpoint, people: People, make_token: Any) -> None:
-    token = make_token(people.alice, expires_in=-60)
+def test_expired_token_is_401(endpoint: Endpoint, people: People, token_for: Any) -> None:
+    token = token_for(people.alice, expires_in=-60)
     challenge = assert_challenge(endpoint.read(doc_uri(people.alice_docs[0]), token=token))
     assert 'error="invalid_token"' in challenge
     assert_challenge(endpoint.call("server/discover", token=token))
 
 
-def test_revoked_token_is_401(endpoint: Endpoint, people: People, make_token: Any) -> None:
-    token = make_token(people.alice)
+def test_revoked_token_is_401(endpoint: Endpoint, people: People, token_for: Any) -> None:
+    token = token_for(people.alice)
     uri = doc_uri(people.alice_docs[0])
     assert endpoint.read(uri, token=token).status == 200
     get_access_token_model().objects.filter(user=people.alice).delete()
@@ -1056,26 +1040,24 @@ def test_revoked_token_is_401(endpoint: Endpoint, people: People, make_token: An
     assert 'error="invalid_token"' in challenge
 
 
-@pytest.mark.parametrize(
-    "resource", [["http://other.example/mcp"], ["http://localhost:1/mcp"], ["http://localhost/other"]]
-)
-def test_token_for_another_resource_is_401(
-    endpoint: Endpoint, people: People, make_token: Any, resource: list[str]
-) -> None:
-    token = make_token(people.alice, resource=resource)
+@pytest.mark.parametrize("resource", ["http://other.example/mcp", "http://localhost:1/mcp", "http://localhost/other"])
+def test_token_for_another_resource_is_401(endpoint: Endpoint, people: People, token_for: Any, resource: str) -> None:
+    token = token_for(people.alice, resource=resource)
     challenge = assert_challenge(endpoint.read(doc_uri(people.alice_docs[0]), token=token))
     assert 'error="invalid_token"' in challenge
 
 
 def test_token_resource_is_compared_in_canonical_form(
-    endpoint: Endpoint, live_server: Any, people: People, make_token: Any
+    endpoint: Endpoint, live_server: Any, people: People, token_for: Any
 ) -> None:
     """Uppercase scheme/host and a trailing slash name the same resource; any one of several resources may match."""
     upper = live_server.url.upper() + "/mcp/"
     uri = doc_uri(people.alice_docs[0])
-    for resource in ([upper], ["http://other.example/mcp", live_server.url + "/mcp"]):
-        token = make_token(people.alice, resource=resource)
-        assert endpoint.read(uri, token=token).status == 200, resource
+    assert endpoint.read(uri, token=token_for(people.alice, resource=upper)).status == 200
+    several = issue_access_token(
+        people.alice, "documents:read", ["http://other.example/mcp", endpoint.url], 60, "tests"
+    )
+    assert endpoint.read(uri, token=several).status == 200
 
 
 def test_token_of_inactive_user_is_401(endpoint: Endpoint, people: People, alice_token: str) -> None:
@@ -1144,7 +1126,7 @@ def test_pagination_is_in_byte_order(endpoint: Endpoint, settings: Any, page_siz
 
 
 @pytest.mark.parametrize("page_size", [1, 2, 3, 5, 7, 8, 10, 50])
-def test_pagination_on_default_site(
+def test_pagination_on_the_default_registry(
     endpoint: Endpoint, settings: Any, page_size: int, people: People, alice_token: str, bob_token: str
 ) -> None:
     """Static resources (code, then admin rows, in URI order), then the caller's documents, then notes."""
@@ -1183,14 +1165,14 @@ def test_pagination_on_default_site(
 
 @pytest.mark.parametrize("max_bytes", [1800, 2500])
 def test_pagination_bounded_by_bytes(
-    endpoint: Endpoint, settings: Any, people: People, make_token: Any, max_bytes: int
+    endpoint: Endpoint, settings: Any, people: People, token_for: Any, max_bytes: int
 ) -> None:
-    """Pages cut by PAGE_MAX_BYTES (not by count) still walk every resource exactly once, in order."""
+    """Pages cut by MAX_RESPONSE_BYTES (not by count) still walk every resource exactly once, in order."""
     for i in range(12):
         Document.objects.create(owner=people.alice, title=f"Long title {i} " + "t" * 150, body="b")
-    token = make_token(people.alice)
+    token = token_for(people.alice)
     full, _ = walk(endpoint, "resources/list", "resources", token=token)
-    set_mcp(settings, PAGE_MAX_BYTES=max_bytes)
+    set_mcp(settings, MAX_RESPONSE_BYTES=max_bytes)
     items, pages = walk(endpoint, "resources/list", "resources", token=token)
     assert [item["uri"] for item in items] == [item["uri"] for item in full]
     assert pages > 1
@@ -1275,13 +1257,13 @@ def test_cursor_of_another_method_is_invalid(endpoint: Endpoint, settings: Any, 
 
 
 def test_cursor_of_another_user_is_invalid(
-    endpoint: Endpoint, settings: Any, people: People, make_token: Any, alice_token: str, bob_token: str
+    endpoint: Endpoint, settings: Any, people: People, token_for: Any, alice_token: str, bob_token: str
 ) -> None:
     set_mcp(settings, PAGE_SIZE=1)
     cursor = first_cursor(endpoint, "resources/list", token=alice_token)
     assert endpoint.call("resources/list", {"cursor": cursor}, token=alice_token).status == 200
     # Another token of alice's with the same grant continues the traversal; bob's never does.
-    assert endpoint.call("resources/list", {"cursor": cursor}, token=make_token(people.alice)).status == 200
+    assert endpoint.call("resources/list", {"cursor": cursor}, token=token_for(people.alice)).status == 200
     reply = endpoint.call("resources/list", {"cursor": cursor}, token=bob_token)
     assert assert_error(reply, 400, INVALID_PARAMS)["message"] == "Invalid cursor"
     assert_challenge(endpoint.call("resources/list", {"cursor": cursor}))
@@ -1290,21 +1272,21 @@ def test_cursor_of_another_user_is_invalid(
     assert assert_error(reply, 400, INVALID_PARAMS)["message"] == "Invalid cursor"
 
 
-def test_cursor_works_in_legacy_session(endpoint: Endpoint, settings: Any, people: People, alice_token: str) -> None:
+def test_cursor_works_in_a_session(endpoint: Endpoint, settings: Any, people: People, alice_token: str) -> None:
     set_mcp(settings, PAGE_SIZE=2)
     session, _ = endpoint.session(token=alice_token)
     uris: list[str] = []
     cursor = None
     for _ in range(20):
         params = {} if cursor is None else {"cursor": cursor}
-        result = endpoint.legacy(session, "resources/list", params, token=alice_token).result
+        result = endpoint.session_message(session, "resources/list", params, token=alice_token).result
         uris += [r["uri"] for r in result["resources"]]
         cursor = result.get("nextCursor")
         if cursor is None:
             break
     statics = ["test://static-binary", "test://static-text", "test://watched-resource"]
     assert uris == [*statics, *(doc_uri(d) for d in people.alice_docs)]
-    reply = endpoint.legacy(session, "resources/list", {"cursor": "bogus"}, token=alice_token)
+    reply = endpoint.session_message(session, "resources/list", {"cursor": "bogus"}, token=alice_token)
     assert reply.json["error"]["code"] == INVALID_PARAMS
 
 
@@ -1312,14 +1294,14 @@ def test_cursor_works_in_legacy_session(endpoint: Endpoint, settings: Any, peopl
 
 
 @pytest.mark.usefixtures("extra")
-@pytest.mark.parametrize("era", ["2026", "legacy"])
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
 def test_unexpected_exception_is_generic_internal_error(endpoint: Endpoint, era: str) -> None:
-    if era == "2026":
+    if era == "2026-07-28":
         reply = endpoint.read("extra://boom/1", id="boom")
         assert reply.status in (200, 500)
     else:
         session, _ = endpoint.session()
-        reply = endpoint.legacy(session, "resources/read", {"uri": "extra://boom/1"}, id="boom")
+        reply = endpoint.session_message(session, "resources/read", {"uri": "extra://boom/1"}, id="boom")
     payload = reply.json
     assert payload["id"] == "boom"
     assert payload["error"]["code"] == INTERNAL_ERROR
@@ -1327,3 +1309,61 @@ def test_unexpected_exception_is_generic_internal_error(endpoint: Endpoint, era:
     text = reply.body.decode()
     for leak in (SECRET_DETAIL, "hunter2", "RuntimeError", "Traceback", "urls_extra", 'File "'):
         assert leak not in text
+
+
+# The middleware stack -----------------------------------------------------------------------------------
+
+
+def test_mcp_answers_pass_through_the_default_middleware(endpoint: Endpoint) -> None:
+    """The live server is Django's WSGI handler: the demo's own middleware acts on MCP answers too."""
+    for reply in (endpoint.call("server/discover"), endpoint.call("nope/nope"), endpoint.initialize()):
+        assert reply.headers["X-Content-Type-Options"] == "nosniff"  # SecurityMiddleware
+        assert reply.headers["X-Frame-Options"] == "DENY"  # XFrameOptionsMiddleware
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def serve_wsgi(application: Any) -> Iterator[str]:
+    """Serve a WSGI application on a free loopback port in a thread; yields its base URL."""
+    server: WSGIServer = make_server("127.0.0.1", 0, application, handler_class=_QuietHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_mcp_post_passes_through_a_project_middleware_under_wsgi(
+    settings: Any, people: People, make_token: Callable[..., str]
+) -> None:
+    """A middleware the project adds sees each MCP request and the user its token authenticated, and may change
+    the answer: the deployment of ``testproject.wsgi`` (Django's WSGI handler), with no front of our own."""
+    settings.MIDDLEWARE = [*settings.MIDDLEWARE, "tests.urls_extra.RecordingMiddleware"]
+    MIDDLEWARE_LOG.clear()
+    application = get_wsgi_application()  # what testproject/wsgi.py serves, built with this MIDDLEWARE
+    with serve_wsgi(application) as base:
+        endpoint = Endpoint(base + "/mcp")
+        set_mcp(settings, RESOURCE_URI=endpoint.url)
+        token = make_token(people.alice, resource=endpoint.url)
+        read = endpoint.read(doc_uri(people.alice_docs[0]), token=token)
+        anonymous = endpoint.call("resources/list")
+        session, _ = endpoint.session()
+        pong = endpoint.session_message(session, "ping")
+    assert read.result["contents"][0]["text"] == "alice body 0"
+    assert anonymous.status == 401
+    assert pong.status == 200
+    for reply in (read, anonymous, pong):
+        assert reply.headers["X-Recorded-By"] == "RecordingMiddleware"
+    assert MIDDLEWARE_LOG == [
+        {"method": "POST", "path": "/mcp", "mcp_method": "resources/read", "user": "alice", "status": 200},
+        {"method": "POST", "path": "/mcp", "mcp_method": "resources/list", "user": None, "status": 401},
+        {"method": "POST", "path": "/mcp", "mcp_method": None, "user": None, "status": 200},  # initialize
+        {"method": "POST", "path": "/mcp", "mcp_method": None, "user": None, "status": 200},  # ping in the session
+    ]

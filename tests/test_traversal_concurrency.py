@@ -17,9 +17,9 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import connection
 from django.utils import timezone
 
@@ -57,10 +57,11 @@ def doc_uris(pk: int) -> set[str]:
 class Scenario:
     """Alice's and bob's rows, and a record of what happened to alice's during the walk."""
 
-    def __init__(self, docs: int = 30, notes: int = 16, documents: type[DocumentSource] = DocumentSource) -> None:
-        user_model = get_user_model()
-        self.alice = user_model.objects.create_user("alice")
-        self.bob = user_model.objects.create_user("bob")
+    def __init__(
+        self, alice: Any, bob: Any, docs: int = 30, notes: int = 16, documents: type[DocumentSource] = DocumentSource
+    ) -> None:
+        self.alice = alice
+        self.bob = bob
         Document.objects.bulk_create(
             Document(owner=self.alice, title=f"d{i}", created=T0 + timedelta(hours=i)) for i in range(docs)
         )
@@ -166,9 +167,9 @@ def mutations(scenario: Scenario, step: int, seen: list[str]) -> None:
 
 @pytest.mark.parametrize("documents", [DocumentSource, DeclaredDocumentSource], ids=["computed", "declared"])
 @pytest.mark.parametrize("page_size", [1, 4, 7])
-def test_walk_with_inserts_and_deletes_between_pages(settings, page_size, documents):
+def test_walk_with_inserts_and_deletes_between_pages(settings, alice, bob, page_size, documents):
     configure(settings, PAGE_SIZE=page_size)
-    scenario = Scenario(documents=documents)
+    scenario = Scenario(alice, bob, documents=documents)
     pages = scenario.walk(lambda step, seen: mutations(scenario, step, seen))
     scenario.check(pages)
     assert len(pages) > 5
@@ -177,9 +178,9 @@ def test_walk_with_inserts_and_deletes_between_pages(settings, page_size, docume
 @postgres_only
 @pytest.mark.parametrize("documents", [DocumentSource, DeclaredDocumentSource], ids=["computed", "declared"])
 @pytest.mark.parametrize("page_size", [2, 5])
-def test_walk_with_changes_committed_by_another_connection_between_pages(settings, page_size, documents):
+def test_walk_with_changes_committed_by_another_connection_between_pages(settings, alice, bob, page_size, documents):
     configure(settings, PAGE_SIZE=page_size)
-    scenario = Scenario(documents=documents)
+    scenario = Scenario(alice, bob, documents=documents)
     main_connection = id(connection.connection)
     failures: list[BaseException] = []
 
@@ -204,10 +205,10 @@ def test_walk_with_changes_committed_by_another_connection_between_pages(setting
 
 @postgres_only
 @pytest.mark.parametrize("documents", [DocumentSource, DeclaredDocumentSource], ids=["computed", "declared"])
-def test_walk_while_a_concurrent_writer_inserts_and_deletes(settings, documents):
+def test_walk_while_a_concurrent_writer_inserts_and_deletes(settings, alice, bob, documents):
     """A writer commits inserts and deletions throughout the walk; each page is checked against commit times."""
     configure(settings, PAGE_SIZE=3)
-    scenario = Scenario(docs=40, notes=20, documents=documents)
+    scenario = Scenario(alice, bob, docs=40, notes=20, documents=documents)
     volatile = Document.objects.bulk_create(
         Document(owner=scenario.alice, title=f"v{i}", created=T0 + timedelta(hours=i, minutes=30)) for i in range(40)
     )
@@ -269,8 +270,8 @@ def test_walk_while_a_concurrent_writer_inserts_and_deletes(settings, documents)
             assert not (uri in deleted_at and deleted_at[uri] < started), f"{uri} listed after its deletion"
 
 
-def test_the_scenario_helpers_are_consistent():
+def test_the_scenario_helpers_are_consistent(alice, bob):
     """The bookkeeping above must reflect the database: the initial inventory is what a walk lists untouched."""
-    scenario = Scenario(docs=6, notes=4)
+    scenario = Scenario(alice, bob, docs=6, notes=4)
     pages = scenario.walk(lambda step, seen: None)
     assert {u for p in pages for u in p} == scenario.original

@@ -4,6 +4,9 @@ Its templates make the authorization rules visible: one needs two scopes, one ne
 advertised) next to another scope, one is protected without scopes, one is public; ``whoami`` returns what the
 template sees of its caller (``request.user``, ``request.auth`` and the principal). django-oauth-toolkit's
 authorization-server metadata is mounted at the root so the protected resource metadata can name it.
+
+:class:`UsernameSubject` and :class:`EmailSubject` are authentication classes as a project writes them to take
+the subject from another user field (``MCP_RESOURCES["AUTHENTICATION_CLASS"] = "tests.urls_auth.UsernameSubject"``).
 """
 
 from __future__ import annotations
@@ -15,9 +18,20 @@ from django.http import HttpRequest
 from django.urls import include, path
 from oauth2_provider import urls as oauth2_urls
 
-from mcp_resources import MCPServer, ResourceRegistry, ResourceTemplate
-from mcp_resources.transport import MCPView
+from mcp_resources import MCPServer, MCPView, ResourceRegistry, ResourceTemplate
+from mcp_resources.auth import OAuth2Authentication
 from mcp_resources.urls import well_known_urlpatterns
+
+
+class UsernameSubject(OAuth2Authentication):
+    def get_subject(self, user: Any) -> str | None:
+        return str(user.get_username())
+
+
+class EmailSubject(OAuth2Authentication):
+    def get_subject(self, user: Any) -> str | None:
+        return str(user.email)
+
 
 registry = ResourceRegistry("tests-auth")
 

@@ -3,17 +3,20 @@
 Used with the ``settings.ROOT_URLCONF`` fixture. The extra registry holds templates and static resources the
 demo project does not have: a non-discoverable template, a template whose read fails unexpectedly, and a few
 code-registered static resources that interleave (in URI order) with ``StaticResource`` rows.
+
+:class:`RecordingMiddleware` is a project middleware for the tests that MCP requests pass through the middleware
+stack: add ``"tests.urls_extra.RecordingMiddleware"`` to ``settings.MIDDLEWARE``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponseBase
 from django.urls import path
 
-from mcp_resources import MCPServer, ResourceNotFound, ResourceRegistry, ResourceTemplate
-from mcp_resources.transport import MCPView
+from mcp_resources import MCPServer, MCPView, ResourceNotFound, ResourceRegistry, ResourceTemplate
 
 SECRET_DETAIL = "s3cr3t-backend-detail: password=hunter2 at /srv/app/models.py"
 
@@ -61,6 +64,32 @@ for _uri in STATIC_CODE_URIS:
     registry.register_resource(_uri, _uri.rsplit("/", 1)[-1], lambda uri=_uri: f"code resource {uri}")
 
 extra_server = MCPServer(registry)
+
+MIDDLEWARE_LOG: list[dict[str, Any]] = []
+"""What :class:`RecordingMiddleware` saw of each request, in order."""
+
+
+class RecordingMiddleware:
+    """Records each request and its answer, as error-tracking or tracing middleware would, and marks the answer."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        response = self.get_response(request)
+        user = getattr(request, "user", None)
+        MIDDLEWARE_LOG.append(
+            {
+                "method": request.method,
+                "path": request.path,
+                "mcp_method": request.headers.get("Mcp-Method"),
+                "user": user.get_username() if user is not None and user.is_authenticated else None,
+                "status": response.status_code,
+            }
+        )
+        response["X-Recorded-By"] = "RecordingMiddleware"
+        return response
+
 
 urlpatterns = [
     path("mcp", MCPView.as_view(server=extra_server)),
