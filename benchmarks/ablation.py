@@ -82,25 +82,29 @@ def _values_plan_off() -> None:
 
 @speed_up(
     "timeout-in-message",
-    "the listing's statement timeout travels in the query's own message (SET LOCAL ...; SELECT ...)",
+    "a listing query's statement timeout travels with it (SET LOCAL in its message, set_config in its pipeline)",
     "atomic() + SET LOCAL: BEGIN, the SET and COMMIT as round trips of their own around the query",
 )
 def _timeout_in_message_off() -> None:
-    from mcp_resources.listing import queries
+    from mcp_resources import queries
 
     def server_side(connection: Any) -> bool:
         return False
 
+    def no_pipeline() -> bool:
+        return False
+
     replace(queries.client_side_binding, server_side)
+    replace(queries.pipeline_supported, no_pipeline)
 
 
 @speed_up(
     "native-timestamps",
-    "timestamptz columns of a listing are read with psycopg's C loader (listing.queries.native_timestamps)",
+    "timestamptz columns of a listing are read with psycopg's C loader (mcp_resources.queries.native_timestamps)",
     "Django's Python loader for every timestamp",
 )
 def _native_timestamps_off() -> None:
-    from mcp_resources.listing import queries
+    from mcp_resources import queries
 
     @contextlib.contextmanager
     def unchanged(using: str) -> Iterator[None]:

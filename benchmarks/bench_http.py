@@ -17,6 +17,8 @@ Reported next to them, labelled as opt-ins and not the verdict:
 
 - ``ours-uvicorn-nomw``: ``MCPEndpoint(middleware=False)`` (``benchmarks/asgi_fast.py`` with
   ``MCP_BENCH_ASGI_MIDDLEWARE=0``): the view in one thread hop, no Django handler, no middleware;
+- ``ours-gunicorn+ssb``: gunicorn with Django's ``server_side_binding`` on PostgreSQL (a project's database
+  option; psycopg then prepares repeated statements, as the SDK server's connection does);
 - ``ours-gunicorn+tc``, ``ours-uvicorn+tc``: the two default servers with ``TOKEN_CACHE_TTL_SECONDS`` 30 (a
   validated token is reused for 30 s: revocation elsewhere takes up to that long to be seen);
 - with ``--granian``: ``ours-granian-wsgi``, the same WSGI application under granian (HTTP in Rust).
@@ -78,6 +80,7 @@ OPT_INS = {
     "ours-uvicorn-nomw": "uvicorn, `MCPEndpoint(middleware=False)`: no Django handler, no middleware",
     "ours-gunicorn+tc": f"gunicorn, `TOKEN_CACHE_TTL_SECONDS` {CACHE_TTL}",
     "ours-uvicorn+tc": f"uvicorn, `TOKEN_CACHE_TTL_SECONDS` {CACHE_TTL}",
+    "ours-gunicorn+ssb": "gunicorn, Django's `server_side_binding` (psycopg prepares repeated statements)",
     "ours-uvicorn+pool": "uvicorn, Django's connection pool (`OPTIONS['pool']`) instead of a connection per request",
     "ours-granian-wsgi": "the same WSGI application under granian (HTTP in Rust; reported only)",
 }
@@ -139,6 +142,8 @@ def main() -> None:
     names = ["sdk", "ours-gunicorn", "ours-uvicorn", "ours-uvicorn-nomw"]
     if not os.environ.get("MCP_BENCH_TOKEN_CACHE_TTL"):
         names += ["ours-gunicorn+tc", "ours-uvicorn+tc"]
+    if vendor == "postgresql" and os.environ.get("MCP_BENCH_PG_BINDING") != "server":
+        names.append("ours-gunicorn+ssb")
     if pool_available():
         names.append("ours-uvicorn+pool")
     if args.granian and (BIN / "granian").exists():
@@ -179,11 +184,16 @@ def main() -> None:
         "ours-uvicorn": (uvicorn_argv("testproject.asgi:application", ports["ours-uvicorn"]), ASGI_DATABASE),
         "ours-uvicorn-nomw": (
             uvicorn_argv("benchmarks.asgi_fast:application", ports["ours-uvicorn-nomw"]),
-            {"MCP_BENCH_ASGI_MIDDLEWARE": "0", **ASGI_DATABASE},
+            # Without Django's handler the view runs in the loop's executor threads, which keep their connections.
+            {"MCP_BENCH_ASGI_MIDDLEWARE": "0", **WSGI_DATABASE},
         ),
         "ours-uvicorn+pool": (
             uvicorn_argv("testproject.asgi:application", ports.get("ours-uvicorn+pool", 0)),
             ASGI_POOL,
+        ),
+        "ours-gunicorn+ssb": (
+            gunicorn_argv("testproject.wsgi:application", ports.get("ours-gunicorn+ssb", 0)),
+            {**gunicorn_env(), "MCP_BENCH_PG_BINDING": "server"},
         ),
         "ours-gunicorn+tc": (
             gunicorn_argv("testproject.wsgi:application", ports.get("ours-gunicorn+tc", 0)),

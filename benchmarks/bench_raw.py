@@ -95,8 +95,8 @@ def attribution(
 
     from mcp_resources.listing.keyset import decode_position, keyset_queryset
     from mcp_resources.listing.plan import list_plan
-    from mcp_resources.listing.queries import native_timestamps
     from mcp_resources.listing.sources import model_page
+    from mcp_resources.queries import native_timestamps
 
     position = server.codec.open(cursor)["pos"][1]
     ordering = list(template.ordering)

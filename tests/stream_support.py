@@ -1,9 +1,17 @@
-"""Helpers for the stream tests: drive :class:`mcp_resources.asgi.MCPApplication` in-process and read its SSE.
+"""Helpers for the ASGI tests: drive the project's ASGI application in-process and read its SSE.
 
-An :class:`Exchange` is one HTTP request to the ASGI application through asgiref's ``ApplicationCommunicator``.
-Its output is read from the communicator's queue directly, so waiting for "nothing more arrives" never cancels the
+:func:`application` is ``testproject.asgi.application``, the deployment the project documents: Channels'
+``ProtocolTypeRouter`` and ``URLRouter`` with :class:`~mcp_resources.transport.asgi.MCPEndpoint` at ``/mcp`` (streams
+on the event loop, every other request through Django's ASGI handler and its middleware) and Django for every other
+path. A test that needs another server or registry drives an ``MCPEndpoint`` of its own the same way.
+
+An :class:`Exchange` is one HTTP request to an ASGI application through asgiref's ``ApplicationCommunicator``. Its
+output is read from the communicator's queue directly, so waiting for "nothing more arrives" never cancels the
 application (``receive_output`` would on a timeout). Server-sent events are parsed strictly: every event is
 ``event: message`` with one ``data:`` line, and comments (keep-alives) are kept apart.
+
+:class:`Clock` moves the clocks of the stream code and of Channels' in-memory layer forward, so that token expiry
+and group expiry are tested without waiting for them.
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
-import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -20,8 +28,8 @@ from typing import Any, TypeVar
 import pytest
 from asgiref.testing import ApplicationCommunicator
 
-MODERN = "2026-07-28"
-LEGACY = "2025-11-25"
+from mcp_resources.protocol.versions import V2026_07_28
+
 RESOURCE = "http://127.0.0.1:8000/mcp"
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
@@ -33,9 +41,18 @@ ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
 T = TypeVar("T")
 
 
+def application() -> Any:
+    """``testproject.asgi.application``: the project's ASGI application, as uvicorn serves it."""
+    from testproject.asgi import application as project_application
+
+    return project_application
+
+
 def scope(method: str = "POST", headers: dict[str, str] | None = None, path: str = "/mcp") -> dict[str, Any]:
-    raw = [(b"host", b"127.0.0.1:8000")]
-    raw += [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in (headers or {}).items()]
+    """An HTTP scope for ``path``; ``Host`` is ``127.0.0.1:8000`` unless ``headers`` has one."""
+    raw = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in (headers or {}).items()]
+    if not any(name == b"host" for name, _ in raw):
+        raw.insert(0, (b"host", b"127.0.0.1:8000"))
     return {
         "type": "http",
         "asgi": {"version": "3.0"},
@@ -52,14 +69,14 @@ def scope(method: str = "POST", headers: dict[str, str] | None = None, path: str
     }
 
 
-def meta(version: str = MODERN) -> dict[str, Any]:
+def meta(version: str = V2026_07_28) -> dict[str, Any]:
     return {PROTOCOL_VERSION_META: version, CLIENT_CAPABILITIES_META: {}}
 
 
 OMIT: Any = object()
 
 
-def listen_body(request_id: Any = 1, notifications: Any = OMIT, *, version: str = MODERN) -> bytes:
+def listen_body(request_id: Any = 1, notifications: Any = OMIT, *, version: str = V2026_07_28) -> bytes:
     """A ``subscriptions/listen`` request body; ``notifications=OMIT`` leaves the filter out."""
     params: dict[str, Any] = {"_meta": meta(version)}
     if notifications is not OMIT:
@@ -67,7 +84,7 @@ def listen_body(request_id: Any = 1, notifications: Any = OMIT, *, version: str 
     return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "subscriptions/listen", "params": params}).encode()
 
 
-def listen_headers(token: str | None = None, *, version: str = MODERN, **extra: str | None) -> dict[str, str]:
+def listen_headers(token: str | None = None, *, version: str = V2026_07_28, **extra: str | None) -> dict[str, str]:
     headers: dict[str, str | None] = {
         "content-type": "application/json",
         "accept": "text/event-stream",
@@ -82,7 +99,7 @@ def listen_headers(token: str | None = None, *, version: str = MODERN, **extra: 
 
 @dataclass
 class Exchange:
-    """One request to the ASGI application; its response is read as it is sent."""
+    """One request to an ASGI application; its response is read as it is sent (header names in lower case)."""
 
     app: Any
     scope: dict[str, Any]
@@ -95,12 +112,20 @@ class Exchange:
     def __post_init__(self) -> None:
         self.communicator = ApplicationCommunicator(self.app, self.scope)
 
-    async def start(self, body: bytes = b"", timeout: float = 10) -> Exchange:
-        await self.communicator.send_input({"type": "http.request", "body": body, "more_body": False})
+    async def send_body(self, body: bytes = b"", *, chunks: list[bytes] | None = None) -> None:
+        """Send the request body, whole or in ``chunks`` (``more_body`` on all but the last)."""
+        parts = chunks if chunks is not None else [body]
+        for index, part in enumerate(parts):
+            more = index < len(parts) - 1
+            await self.communicator.send_input({"type": "http.request", "body": part, "more_body": more})
+
+    async def start(self, body: bytes = b"", timeout: float = 10, *, chunks: list[bytes] | None = None) -> Exchange:
+        """Send the body and wait for the response's start."""
+        await self.send_body(body, chunks=chunks)
         message = await self._next(timeout)
         assert message["type"] == "http.response.start", message
         self.status = message["status"]
-        self.headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in message["headers"]}
+        self.headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in message["headers"]}
         return self
 
     async def _next(self, timeout: float) -> dict[str, Any]:
@@ -215,6 +240,15 @@ def list_changed(subscription_id: Any = ...) -> dict[str, Any]:
     return message
 
 
+def final_result(subscription_id: Any) -> dict[str, Any]:
+    """The result that ends a ``subscriptions/listen`` stream gracefully."""
+    return {
+        "jsonrpc": "2.0",
+        "id": subscription_id,
+        "result": {"resultType": "complete", "_meta": {SUBSCRIPTION_ID: subscription_id}},
+    }
+
+
 async def in_thread(function: Callable[..., T], *args: Any) -> T:
     """Run ``function`` in a worker thread (Django ORM code) and close that thread's connections afterwards."""
     from django.db import connections
@@ -230,11 +264,45 @@ async def in_thread(function: Callable[..., T], *args: Any) -> T:
     return await asyncio.to_thread(run)
 
 
-def make_token(user: Any, scope: str = "documents:read", *, expires_in: float = 3600, resource: str = RESOURCE) -> str:
-    """A django-oauth-toolkit access token bound (RFC 8707) to ``resource`` (what ``mcp_token`` issues)."""
-    from mcp_resources.auth.tokens import issue_access_token
+async def until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Wait (without blocking the loop) until ``condition()`` holds; fail after ``timeout`` seconds."""
+    limit = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < limit, f"timed out waiting for {what}"
+        await asyncio.sleep(0.01)
 
-    return issue_access_token(user, scope, [resource], expires_in, "stream tests")  # type: ignore[arg-type]
+
+class Clock:
+    """The ``time`` module as seen by the stream code and Channels' in-memory layer, ``offset`` seconds ahead.
+
+    Installed with :meth:`install` (through pytest's ``monkeypatch``) in ``mcp_resources.transport.streams`` (token
+    expiry, keep-alive and group renewal timers) and ``channels.layers`` (group expiry). :meth:`advance` moves both
+    forward at once; everything else (``asyncio`` timers included) keeps the real clock.
+    """
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def time(self) -> float:
+        return time.time() + self.offset
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.offset
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> Clock:
+        import channels.layers
+
+        from mcp_resources.transport import streams
+
+        monkeypatch.setattr(streams, "time", self)
+        monkeypatch.setattr(channels.layers, "time", self)
+        return self
 
 
 def revoke_token(raw: str) -> None:
@@ -245,19 +313,3 @@ def revoke_token(raw: str) -> None:
         get_access_token_model().objects.filter(token_checksum=hashlib.sha256(raw.encode()).hexdigest()).delete()
     )
     assert deleted == 1
-
-
-def redis_url_or_skip(db: int) -> str:
-    """``redis://127.0.0.1:6379/<db>`` when Redis answers; skip (fail when env ``CI`` is set) otherwise."""
-    import redis
-
-    url = os.environ.get("MCP_TEST_REDIS_BASE", "redis://127.0.0.1:6379").rstrip("/") + f"/{db}"
-    try:
-        client = redis.Redis.from_url(url, socket_connect_timeout=2)
-        client.ping()
-        client.close()
-    except redis.RedisError as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI requires Redis at {url}: {exc}")
-        pytest.skip(f"Redis is not reachable at {url}: {exc}")
-    return url

@@ -1,65 +1,36 @@
-"""The ASGI front: the MCP path in one thread hop, everything else through Django's handler."""
+"""The ASGI deployment: Channels' routers with ``MCPEndpoint`` at ``/mcp`` and Django everywhere else.
+
+``testproject.asgi.application`` is driven in-process. A POST to ``/mcp`` goes through Django's ASGI handler and the
+project's middleware (a recording middleware added to ``MIDDLEWARE`` must see it); ``MCPEndpoint.as_asgi(...,
+middleware=False)`` skips both and still validates ``Host``, ``Origin`` and the token itself. A body over
+``MAX_REQUEST_BYTES`` is refused with 413 before Django reads it. The stream side is tested in test_streams.py.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from asgiref.testing import ApplicationCommunicator
 from django.core import signals
-from django.core.asgi import get_asgi_application
+from django.http import HttpRequest, HttpResponseBase
 
-from mcp_resources.asgi import MCPApplication, request_executor
+from mcp_resources.cancellation import token_for
+from mcp_resources.transport import MCPEndpoint
+from tests.conftest import RESOURCE
+from tests.stream_support import Exchange, application, in_thread, listen_body, listen_headers, meta, scope
 
-DISCOVER = {
-    "jsonrpc": "2.0",
-    "id": 7,
-    "method": "server/discover",
-    "params": {
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {},
-        }
-    },
+pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
+
+DISCOVER = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "server/discover", "params": {"_meta": meta()}}).encode()
+DISCOVER_HEADERS = {
+    "content-type": "application/json",
+    "mcp-protocol-version": "2026-07-28",
+    "mcp-method": "server/discover",
 }
-MODERN_HEADERS = [
-    (b"host", b"127.0.0.1"),
-    (b"content-type", b"application/json"),
-    (b"mcp-protocol-version", b"2026-07-28"),
-    (b"mcp-method", b"server/discover"),
-]
-
-
-def _scope(path: str, method: str = "POST", headers: list[tuple[bytes, bytes]] | None = None) -> dict[str, Any]:
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": method,
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": headers or [(b"host", b"127.0.0.1")],
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 8000),
-    }
-
-
-async def _call(app: MCPApplication, scope: dict[str, Any], chunks: list[bytes]) -> tuple[int, dict[str, str], bytes]:
-    communicator = ApplicationCommunicator(app, scope)
-    for index, chunk in enumerate(chunks):
-        await communicator.send_input({"type": "http.request", "body": chunk, "more_body": index < len(chunks) - 1})
-    start = await communicator.receive_output(10)
-    body = await communicator.receive_output(10)
-    await communicator.wait(10)
-    headers = {k.decode(): v.decode() for k, v in start["headers"]}
-    return start["status"], headers, body["body"]
 
 
 @pytest.fixture
@@ -67,92 +38,236 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture(autouse=True)
+def mcp_settings(settings: Any) -> None:
+    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "RESOURCE_URI": RESOURCE}
+
+
+def fast_front() -> MCPEndpoint:
+    """The opt-in front without Django's handler and middleware, in front of the project's Django application."""
+    from testproject.asgi import django_asgi_app
+
+    return MCPEndpoint.as_asgi(django_asgi_app, middleware=False)
+
+
+# The project's middleware, seen from inside -------------------------------------------------------------------
+
+SEEN: list[dict[str, Any]] = []
+
+
+def recording_middleware(get_response: Callable[[HttpRequest], HttpResponseBase]) -> Any:
+    """Records every request it sees, and whether it carries ``MCPEndpoint``'s cancellation token."""
+
+    def middleware(request: HttpRequest) -> HttpResponseBase:
+        SEEN.append({"method": request.method, "path": request.path, "token": token_for(request) is not None})
+        return get_response(request)
+
+    return middleware
+
+
 @pytest.fixture
-def app() -> MCPApplication:
-    return MCPApplication(get_asgi_application(), path="/mcp")
+def recorded(settings: Any) -> Iterator[list[dict[str, Any]]]:
+    """``recording_middleware`` appended to ``MIDDLEWARE`` of the project's Django ASGI application."""
+    from testproject.asgi import django_asgi_app
+
+    original = list(settings.MIDDLEWARE)
+    settings.MIDDLEWARE = [*original, f"{__name__}.recording_middleware"]
+    django_asgi_app.load_middleware(is_async=True)  # the handler builds its chain once, at start
+    SEEN.clear()
+    try:
+        yield SEEN
+    finally:
+        settings.MIDDLEWARE = original
+        django_asgi_app.load_middleware(is_async=True)
+        SEEN.clear()
 
 
-@pytest.mark.anyio
-@pytest.mark.django_db(transaction=True)
-async def test_mcp_path_is_served_by_the_view(app: MCPApplication) -> None:
-    status, headers, body = await _call(app, _scope("/mcp", headers=MODERN_HEADERS), [json.dumps(DISCOVER).encode()])
+@pytest.fixture
+def started_requests() -> Iterator[list[str]]:
+    """The threads in which Django's ``request_started`` was sent (by its handler or by the fast front)."""
+    names: list[str] = []
+
+    def record(**kwargs: Any) -> None:
+        names.append(threading.current_thread().name)
+
+    signals.request_started.connect(record, dispatch_uid="test_asgi.started_requests")
+    yield names
+    signals.request_started.disconnect(dispatch_uid="test_asgi.started_requests")
+
+
+async def call(
+    app: Any,
+    method: str = "POST",
+    headers: dict[str, str] | None = None,
+    body: bytes = b"",
+    *,
+    path: str = "/mcp",
+    chunks: list[bytes] | None = None,
+) -> tuple[int, dict[str, str], bytes]:
+    exchange = await Exchange(app, scope(method, headers, path)).start(body, chunks=chunks)
+    content = await exchange.body()
+    await exchange.finished()
+    return exchange.status, exchange.headers, content
+
+
+# POST through Django's handler and the middleware ----------------------------------------------------------------
+
+
+async def test_a_post_goes_through_djangos_handler_and_the_middleware(recorded: list[dict[str, Any]]) -> None:
+    status, headers, body = await call(application(), "POST", DISCOVER_HEADERS, DISCOVER)
     assert status == 200
     assert headers["content-type"] == "application/json"
     assert int(headers["content-length"]) == len(body)
     result = json.loads(body)
     assert result["id"] == 7
     assert result["result"]["resultType"] == "complete"
+    # The request reached the project's middleware, with its cancellation token in the scope Django kept...
+    assert recorded == [{"method": "POST", "path": "/mcp", "token": True}]
+    # ...and the rest of the stack ran too (XFrameOptionsMiddleware, SecurityMiddleware).
+    assert headers["x-frame-options"] == "DENY"
+    assert headers["x-content-type-options"] == "nosniff"
 
 
-@pytest.mark.anyio
-@pytest.mark.django_db(transaction=True)
-async def test_body_arriving_in_chunks_is_reassembled(app: MCPApplication) -> None:
-    raw = json.dumps(DISCOVER).encode()
-    status, _, body = await _call(app, _scope("/mcp", headers=MODERN_HEADERS), [raw[:10], raw[10:40], raw[40:]])
+async def test_a_body_arriving_in_chunks_is_reassembled(recorded: list[dict[str, Any]]) -> None:
+    status, _, body = await call(
+        application(), "POST", DISCOVER_HEADERS, chunks=[DISCOVER[:10], DISCOVER[10:40], DISCOVER[40:]]
+    )
     assert status == 200
     assert json.loads(body)["result"]["supportedVersions"][0] == "2026-07-28"
+    assert len(recorded) == 1
 
 
-@pytest.mark.anyio
-@pytest.mark.django_db(transaction=True)
-async def test_oversized_body_is_refused_before_the_view(app: MCPApplication, settings: Any) -> None:
-    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "MAX_REQUEST_BYTES": 100}
-    status, _, body = await _call(app, _scope("/mcp", headers=MODERN_HEADERS), [b"x" * 60, b"x" * 60])
-    assert status == 413
-    assert json.loads(body)["error"]["code"] == -32600
-
-
-@pytest.mark.anyio
-@pytest.mark.django_db(transaction=True)
-async def test_other_paths_go_to_django(app: MCPApplication) -> None:
-    status, _headers, body = await _call(app, _scope("/admin/login/", method="GET"), [b""])
+async def test_a_session_delete_goes_through_the_middleware(
+    recorded: list[dict[str, Any]], alice: Any, make_token: Callable[..., str]
+) -> None:
+    token = await in_thread(make_token, alice)
+    initialize = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"},
+            },
+        }
+    ).encode()
+    auth = {"authorization": f"Bearer {token}"}
+    status, headers, _ = await call(application(), "POST", {"content-type": "application/json", **auth}, initialize)
     assert status == 200
-    assert b"<form" in body
+    session = {"mcp-session-id": headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25", **auth}
+    status, _, _ = await call(application(), "DELETE", session)
+    assert status == 204
+    assert [(seen["method"], seen["path"]) for seen in recorded] == [("POST", "/mcp"), ("DELETE", "/mcp")]
 
 
-@pytest.mark.anyio
-@pytest.mark.django_db(transaction=True)
-async def test_get_on_mcp_path_is_405(app: MCPApplication) -> None:
-    status, headers, _ = await _call(app, _scope("/mcp", method="GET"), [b""])
+async def test_get_without_a_session_is_405_from_the_view(recorded: list[dict[str, Any]]) -> None:
+    status, headers, _ = await call(application(), "GET")
     assert status == 405
     assert headers["allow"] == "POST, DELETE"
+    assert recorded == [{"method": "GET", "path": "/mcp", "token": True}]
 
 
-@pytest.fixture
-def request_threads() -> Iterator[list[str]]:
-    """The names of the threads in which MCP requests started (Django's request_started signal, sent there)."""
-    names: list[str] = []
-
-    def record(**kwargs: Any) -> None:
-        names.append(threading.current_thread().name)
-
-    signals.request_started.connect(record, dispatch_uid="test_asgi.request_threads")
-    yield names
-    signals.request_started.disconnect(dispatch_uid="test_asgi.request_threads")
+async def test_other_paths_go_to_django(recorded: list[dict[str, Any]]) -> None:
+    status, _, body = await call(application(), "GET", path="/admin/login/")
+    assert status == 200
+    assert b"<form" in body
+    assert recorded == [{"method": "GET", "path": "/admin/login/", "token": False}]
+    status, _, body = await call(application(), "GET", path="/.well-known/oauth-protected-resource/mcp")
+    assert status == 200
+    assert json.loads(body)["resource"] == RESOURCE
 
 
-@pytest.mark.anyio
-@pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("threads", [1, 2])
-async def test_requests_run_in_the_apps_own_pool_of_asgi_threads(
-    settings: Any, request_threads: list[str], threads: int
+# The opt-in fast front -------------------------------------------------------------------------------------------
+
+
+async def test_the_fast_front_skips_djangos_handler_and_the_middleware(
+    recorded: list[dict[str, Any]], started_requests: list[str]
 ) -> None:
-    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "ASGI_THREADS": threads}
-    app = MCPApplication(get_asgi_application(), path="/mcp")
-    body = json.dumps(DISCOVER).encode()
-    answers = await asyncio.gather(*(_call(app, _scope("/mcp", headers=MODERN_HEADERS), [body]) for _ in range(12)))
-    assert [status for status, _, _ in answers] == [200] * 12
-    assert len(request_threads) == 12
-    assert all(name.startswith("mcp-request") for name in request_threads), request_threads
-    assert len(set(request_threads)) <= threads
+    status, headers, body = await call(fast_front(), "POST", DISCOVER_HEADERS, DISCOVER)
+    assert status == 200
+    assert json.loads(body)["result"]["resultType"] == "complete"
+    assert int(headers["content-length"]) == len(body)
+    assert recorded == []
+    assert "x-frame-options" not in headers
+    assert len(started_requests) == 1  # the front still sends Django's request signals around the view
 
 
-def test_the_pool_is_replaced_only_when_asgi_threads_changes(settings: Any) -> None:
-    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "ASGI_THREADS": 3}
-    pool = request_executor()
-    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "PAGE_SIZE": 7}
-    assert request_executor() is pool
-    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "ASGI_THREADS": 1}
-    replaced = request_executor()
-    assert replaced is not pool
-    assert replaced._max_workers == 1
+async def test_the_fast_front_still_checks_host_origin_and_the_token(
+    recorded: list[dict[str, Any]], alice: Any, make_token: Callable[..., str]
+) -> None:
+    front = fast_front()
+    status, _, body = await call(front, "POST", {**DISCOVER_HEADERS, "host": "evil.example"}, DISCOVER)
+    assert status == 400
+    assert json.loads(body)["error"]["message"] == "Invalid Host header"
+    status, _, body = await call(front, "POST", {**DISCOVER_HEADERS, "origin": "http://evil.example"}, DISCOVER)
+    assert status == 403
+    assert json.loads(body)["error"]["message"] == "Origin not allowed"
+    listing = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "resources/list", "params": {"_meta": meta()}}).encode()
+    list_headers = {**DISCOVER_HEADERS, "mcp-method": "resources/list"}
+    status, headers, _ = await call(front, "POST", list_headers, listing)
+    assert status == 401
+    assert headers["www-authenticate"].startswith("Bearer ")
+    status, _, _ = await call(front, "POST", {**list_headers, "authorization": "Bearer not-a-token"}, listing)
+    assert status == 401
+    token = await in_thread(make_token, alice)
+    status, _, body = await call(front, "POST", {**list_headers, "authorization": f"Bearer {token}"}, listing)
+    assert status == 200
+    assert "resources" in json.loads(body)["result"]
+    assert recorded == []
+
+
+# Bodies ----------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("middleware", [True, False], ids=["default", "fast"])
+async def test_an_oversized_chunked_body_is_413_before_django_reads_it(
+    settings: Any, recorded: list[dict[str, Any]], started_requests: list[str], middleware: bool
+) -> None:
+    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "MAX_REQUEST_BYTES": 100}
+    front = application() if middleware else fast_front()
+    # Chunked (no Content-Length): only the bytes read tell the size.
+    status, headers, body = await call(front, "POST", DISCOVER_HEADERS, chunks=[b"x" * 60, b"x" * 60])
+    assert status == 413
+    assert headers["content-type"] == "application/json"
+    assert json.loads(body)["error"]["code"] == -32600
+    # A listen request too: it is read before it is told apart.
+    status, _, body = await call(front, "POST", listen_headers("t"), chunks=[listen_body(1, {}), b" " * 100])
+    assert status == 413
+    assert recorded == []
+    assert started_requests == []
+    # Exactly at the limit is read and served.
+    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "MAX_REQUEST_BYTES": len(DISCOVER)}
+    status, _, _ = await call(front, "POST", DISCOVER_HEADERS, chunks=[DISCOVER[:50], DISCOVER[50:]])
+    assert status == 200
+
+
+@pytest.mark.parametrize("middleware", [True, False], ids=["default", "fast"])
+async def test_a_client_that_leaves_during_its_body_gets_nothing_run(
+    recorded: list[dict[str, Any]], started_requests: list[str], middleware: bool
+) -> None:
+    front = application() if middleware else fast_front()
+    exchange = Exchange(front, scope("POST", DISCOVER_HEADERS))
+    await exchange.communicator.send_input({"type": "http.request", "body": DISCOVER[:20], "more_body": True})
+    await exchange.disconnect()
+    assert exchange.communicator.output_queue.empty()
+    assert recorded == []
+    assert started_requests == []
+
+
+# Lifespan --------------------------------------------------------------------------------------------------------
+
+
+async def test_lifespan_startup_and_shutdown() -> None:
+    lifespan = ApplicationCommunicator(application(), {"type": "lifespan", "asgi": {"version": "3.0"}})
+    await lifespan.send_input({"type": "lifespan.startup"})
+    assert await lifespan.receive_output(5) == {"type": "lifespan.startup.complete"}
+    await lifespan.send_input({"type": "lifespan.shutdown"})
+    assert await lifespan.receive_output(5) == {"type": "lifespan.shutdown.complete"}
+    await lifespan.wait(5)
+
+
+async def test_the_endpoint_refuses_websockets() -> None:
+    with pytest.raises(ValueError, match="HTTP"):
+        await fast_front()({"type": "websocket", "path": "/mcp"}, None, None)  # type: ignore[arg-type]

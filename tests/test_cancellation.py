@@ -1,54 +1,64 @@
-"""A client that disconnects cancels a running ``resources/list`` (``MCPApplication``, ``mcp_resources.cancellation``).
+"""A client that disconnects cancels its running ``resources/list`` (``mcp_resources.cancellation``).
 
-``MCPApplication`` is driven in-process as an ASGI application: ``receive`` first yields the POST body of a 2026-07-28
-``resources/list`` with a valid bearer token, then waits until the test lets the client go, and yields
-``http.disconnect``. Each test runs its own event loop with ``asyncio.run``; the PostgreSQL test sets
-``ASGI_THREADS`` to 1, so every request's view runs in the same worker thread (and on its database connection). The
-sources are real templates over a real registry; nothing under test is mocked.
+Two fronts are driven in-process as ASGI applications:
+
+- ``default``: the project's own ``testproject.asgi.application``. Channels' router sends ``/mcp`` to
+  :class:`~mcp_resources.transport.asgi.MCPEndpoint`, which hands the request to Django's ASGI handler (middleware
+  on) with the request's :class:`~mcp_resources.cancellation.CancellationToken` in its scope; Django routes it through
+  ``ROOT_URLCONF`` (set here to an ``MCPView`` over the test's registry).
+- ``fast``: ``MCPEndpoint(middleware=False)`` over the test's registry, the opt-in front that runs the view in one
+  thread hop of the event loop's default executor.
+
+The client's ``receive`` first yields the POST body of a 2026-07-28 ``resources/list`` with a valid bearer token,
+then waits until the test lets the client go, and yields ``http.disconnect``. Each test runs its own event loop with
+``asyncio.run``. The sources are real templates over a real registry; nothing under test is mocked.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import threading
 import time
+import types
 import warnings
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.core import signals
-from django.core.asgi import get_asgi_application
 from django.db import connection, connections
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.test import Client
 from django.urls import path
 
-from mcp_resources.asgi import MCPApplication, request_executor
-from mcp_resources.cancellation import CancellationToken, RequestCancelled, is_cancelled, token_for
+from mcp_resources.cancellation import CancellationToken, is_cancelled, token_for
+from mcp_resources.exceptions import RequestCancelled
 from mcp_resources.server import MCPServer
-from mcp_resources.transport import MCPView
+from mcp_resources.transport import MCPEndpoint, MCPView
 from testproject.library.models import Document
+from tests.conftest import RESOURCE
 from tests.listing_support import DocumentSource, GenericSource, configure, server_for, source
-from tests.stream_support import MODERN, RESOURCE, make_token, meta, scope
+from tests.stream_support import application, meta, scope, until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 LIST_BODY = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "resources/list", "params": {"_meta": meta()}}).encode()
 WAIT_FOR_CANCEL = 10.0  # how long the blocking source polls is_cancelled() before giving up
-PROMPTLY = 5.0  # generous: only catches a view that kept working after the disconnect
+PROMPTLY = 5.0  # a bound, not a measure: only catches a view that kept working after the disconnect
 SLEEP_SQL = "(SELECT 1 FROM pg_sleep(30)) = 1"  # one 30 s statement
+FRONTS = ["default", "fast"]
 
 
 def list_headers(token: str) -> dict[str, str]:
     return {
         "content-type": "application/json",
         "accept": "application/json",
-        "mcp-protocol-version": MODERN,
+        "mcp-protocol-version": "2026-07-28",
         "mcp-method": "resources/list",
         "authorization": f"Bearer {token}",
     }
@@ -61,13 +71,31 @@ def mcp_settings(settings: Any) -> None:
 
 
 @pytest.fixture
-def alice(transactional_db: None) -> Any:
-    return get_user_model().objects.create_user("alice")
+def token(alice: Any, make_token: Callable[..., str]) -> str:
+    return make_token(alice)
+
+
+def default_front(settings: Any, server: MCPServer) -> Any:
+    """The project's ASGI application, with ``ROOT_URLCONF`` serving ``server`` at ``/mcp``."""
+    urls = types.ModuleType(f"tests.test_cancellation_urls_{id(server)}")
+    urls.urlpatterns = [path("mcp", MCPView.as_view(server=server))]  # type: ignore[attr-defined]
+    settings.ROOT_URLCONF = urls
+    return application()
+
+
+def fast_front(server: MCPServer) -> MCPEndpoint:
+    """``MCPEndpoint(middleware=False)`` serving ``server``, in front of the project's Django application."""
+    from testproject.asgi import django_asgi_app
+
+    return MCPEndpoint.as_asgi(django_asgi_app, middleware=False, server=server)
 
 
 @pytest.fixture
-def token(alice: Any) -> str:
-    return make_token(alice)
+def front(settings: Any, request: pytest.FixtureRequest) -> Callable[[MCPServer], Any]:
+    """``front(server)``: the ASGI application serving ``server`` at ``/mcp`` in the parametrized deployment."""
+    if request.param == "fast":
+        return fast_front
+    return functools.partial(default_front, settings)
 
 
 # The client ---------------------------------------------------------------------------------------------------
@@ -112,21 +140,11 @@ class ASGIClient:
         return self.sent[0]["status"], json.loads(self.sent[1]["body"])
 
 
-async def until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    """Wait (without blocking the loop) until ``condition()`` holds; fail after ``timeout`` seconds."""
-    limit = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < limit, f"timed out waiting for {what}"
-        await asyncio.sleep(0.01)
-
-
-async def finished(task: asyncio.Task[None], timeout: float) -> float:
-    """Wait for the application to return (it must not raise); return how long that took."""
-    started = time.monotonic()
+async def finished(task: asyncio.Task[None], timeout: float) -> None:
+    """Wait for the application to return (it must not raise); fail after ``timeout`` seconds."""
     await asyncio.wait({task}, timeout=timeout)
     assert task.done(), f"the application was still running {timeout}s later"
     task.result()
-    return time.monotonic() - started
 
 
 def no_other_tasks() -> None:
@@ -141,6 +159,23 @@ def run(main: Callable[[], Awaitable[None]]) -> None:
         asyncio.run(main())
     bad = [w for w in caught if issubclass(w.category, RuntimeWarning | ResourceWarning)]
     assert bad == [], [str(w.message) for w in bad]
+
+
+def start(app: Any, client: ASGIClient) -> asyncio.Task[None]:
+    return asyncio.create_task(app(client.scope, client.receive, client.send))
+
+
+@pytest.fixture
+def started_requests() -> Iterator[list[str]]:
+    """The names of the threads in which requests started (Django's ``request_started`` signal)."""
+    names: list[str] = []
+
+    def record(**kwargs: Any) -> None:
+        names.append(threading.current_thread().name)
+
+    signals.request_started.connect(record, dispatch_uid="test_cancellation.started_requests")
+    yield names
+    signals.request_started.disconnect(dispatch_uid="test_cancellation.started_requests")
 
 
 # Templates ----------------------------------------------------------------------------------------------------
@@ -191,69 +226,6 @@ class Second(GenericSource):
     items = [("b", {"uri": "learn://second/b", "name": "Second b"})]
 
 
-def application(server: MCPServer) -> MCPApplication:
-    return MCPApplication(get_asgi_application(), path="/mcp", server=server)
-
-
-def start(app: MCPApplication, client: ASGIClient) -> asyncio.Task[None]:
-    return asyncio.create_task(app(client.scope, client.receive, client.send))
-
-
-# A generic source ---------------------------------------------------------------------------------------------
-
-
-def test_disconnect_cancels_a_running_list_callback(token: str, caplog: pytest.LogCaptureFixture) -> None:
-    server = server_for(Blocking, Second)
-    blocking, second = source(server, "blocking"), source(server, "second")
-    app = application(server)
-
-    async def main() -> None:
-        client = ASGIClient(token)
-        task = start(app, client)
-        await until(blocking.started.is_set, 10, "the first source to start")
-        client.leave()
-        took = await finished(task, PROMPTLY)
-        assert took < PROMPTLY
-        assert blocking.returned.is_set()  # the worker thread left the callback
-        no_other_tasks()
-
-    with caplog.at_level(logging.INFO, logger="mcp_resources"):
-        run(main)
-    assert blocking.saw_cancel == [True], "list() never saw the request cancelled"
-    assert second.calls == [], "a source was called after the client had gone"
-    cancelled = [r for r in caplog.records if r.name == "mcp_resources.inventory" and "cancelled" in r.getMessage()]
-    assert [r.levelno for r in cancelled] == [logging.INFO]
-    assert token not in caplog.text
-    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
-
-
-def test_a_client_that_stays_gets_the_whole_page(token: str, caplog: pytest.LogCaptureFixture) -> None:
-    server = server_for(Patient, Second)
-    patient, second = source(server, "blocking"), source(server, "second")
-    app = application(server)
-    outcome: dict[str, Any] = {}
-
-    async def main() -> None:
-        client = ASGIClient(token)
-        task = start(app, client)
-        await finished(task, 10)
-        outcome["response"] = client.response()
-        # The application listened for a disconnect while the view ran, and stopped listening when it finished.
-        outcome["listened"] = (client.receive_calls, client.receive_cancelled)
-        no_other_tasks()
-
-    with caplog.at_level(logging.INFO, logger="mcp_resources"):
-        run(main)
-    status, body = outcome["response"]
-    assert status == 200
-    assert [r["uri"] for r in body["result"]["resources"]] == ["learn://blocking/a", "learn://second/b"]
-    assert patient.saw_cancel == [False]
-    assert patient.polled_false
-    assert len(second.calls) == 1
-    assert outcome["listened"] == (2, 1)
-    assert "cancelled" not in caplog.text
-
-
 class Gate(GenericSource):
     """Holds its request until the test opens the gate."""
 
@@ -272,25 +244,105 @@ class Gate(GenericSource):
         return super().list(request, after=after, limit=limit, prefix=prefix, deadline=deadline)
 
 
-def test_a_request_whose_client_left_while_it_waited_for_a_thread_is_not_run(
-    token: str, settings: Any, caplog: pytest.LogCaptureFixture
-) -> None:
-    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "ASGI_THREADS": 1}
-    server = server_for(Gate)
-    gate = source(server, "gate")
-    app = application(server)
-    started: list[str] = []
+# A generic source ---------------------------------------------------------------------------------------------
 
-    def record(**kwargs: Any) -> None:
-        started.append(threading.current_thread().name)
+
+@pytest.mark.parametrize("front", FRONTS, indirect=True)
+def test_disconnect_cancels_a_running_list_callback(
+    token: str, front: Callable[[MCPServer], Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    server = server_for(Blocking, Second)
+    blocking, second = source(server, "blocking"), source(server, "second")
+    app = front(server)
+    client = ASGIClient(token)
 
     async def main() -> None:
+        task = start(app, client)
+        await until(blocking.started.is_set, 10, "the first source to start")
+        client.leave()
+        await finished(task, PROMPTLY)
+        assert blocking.returned.is_set()  # the worker thread left the callback before the application returned
+        no_other_tasks()
+
+    with caplog.at_level(logging.INFO, logger="mcp_resources"):
+        run(main)
+    assert blocking.saw_cancel == [True], "list() never saw the request cancelled"
+    assert second.calls == [], "a source was called after the client had gone"
+    assert client.sent == [], "a response was sent to a client that had gone"
+    cancelled = [r for r in caplog.records if r.name == "mcp_resources.listing" and "cancelled" in r.getMessage()]
+    assert [r.levelno for r in cancelled] == [logging.INFO]
+    assert token not in caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+
+
+@pytest.mark.parametrize("front", FRONTS, indirect=True)
+def test_a_client_that_stays_gets_the_whole_page(
+    token: str, front: Callable[[MCPServer], Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    server = server_for(Patient, Second)
+    patient, second = source(server, "blocking"), source(server, "second")
+    app = front(server)
+    client = ASGIClient(token)
+
+    async def main() -> None:
+        await finished(start(app, client), 10)
+        no_other_tasks()
+
+    with caplog.at_level(logging.INFO, logger="mcp_resources"):
+        run(main)
+    status, body = client.response()
+    assert status == 200
+    assert [r["uri"] for r in body["result"]["resources"]] == ["learn://blocking/a", "learn://second/b"]
+    assert patient.saw_cancel == [False]
+    assert patient.polled_false
+    assert len(second.calls) == 1
+    # The front listened for a disconnect while the view ran (a second receive), and stopped when it finished.
+    assert (client.receive_calls, client.receive_cancelled) == (2, 1)
+    assert "cancelled" not in caplog.text
+
+
+def test_a_client_that_left_before_its_request_ran_gets_no_work_done(
+    token: str, settings: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The default front: the disconnect is already there when Django's handler starts the request."""
+    server = server_for(Gate)
+    gate = source(server, "gate")
+    gate.opened.set()
+    app = default_front(settings, server)
+    client = ASGIClient(token)
+    client.leave()
+
+    async def main() -> None:
+        await finished(start(app, client), 10)
+        no_other_tasks()
+
+    with caplog.at_level(logging.INFO, logger="mcp_resources"):
+        run(main)
+    assert gate.calls == [], "a source was called for a client that had gone"
+    assert not gate.entered.is_set()
+    assert client.sent == []
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+
+
+def test_a_request_whose_client_left_while_it_waited_for_a_thread_is_not_run(
+    token: str, started_requests: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The fast front runs views in the loop's default executor: a request queued there for a thread whose client
+    leaves is never run (no ``request_started``, no source, nothing sent)."""
+    server = server_for(Gate)
+    gate = source(server, "gate")
+    app = fast_front(server)
+
+    async def main() -> None:
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(1, thread_name_prefix="only"))
         first, queued = ASGIClient(token), ASGIClient(token)
         first_task = start(app, first)
         await until(gate.entered.is_set, 10, "the first request to hold the only thread")
         queued_task = start(app, queued)
-        await asyncio.sleep(0.05)  # the second request is now waiting for the thread
+        # The front listens for the disconnect once the view is queued for the thread.
+        await until(lambda: queued.receive_calls == 2, 10, "the second request to wait for the thread")
         queued.leave()
+        await until(lambda: queued.disconnect_delivered, 10, "the disconnect to be delivered")
         gate.opened.set()
         await finished(first_task, 10)
         await finished(queued_task, 10)
@@ -298,14 +350,10 @@ def test_a_request_whose_client_left_while_it_waited_for_a_thread_is_not_run(
         assert queued.sent == []
         no_other_tasks()
 
-    signals.request_started.connect(record, dispatch_uid="test_cancellation.record")
-    try:
-        with caplog.at_level(logging.INFO, logger="mcp_resources"):
-            run(main)
-    finally:
-        signals.request_started.disconnect(dispatch_uid="test_cancellation.record")
+    with caplog.at_level(logging.INFO, logger="mcp_resources"):
+        run(main)
     assert len(gate.calls) == 1
-    assert len(started) == 1, "the view ran for a client that had gone"
+    assert len(started_requests) == 1, "the view ran for a client that had gone"
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
 
 
@@ -335,6 +383,16 @@ def record(seen: list[tuple[int, int]]) -> None:
     seen.append((threading.get_ident(), connection.connection.info.backend_pid))
 
 
+def backends(watcher: Any, like: str = "%") -> list[int]:
+    """The other backends connected to the test database whose current (or last) query matches ``like``."""
+    rows = watcher.execute(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        " AND query LIKE %s",
+        [like],
+    ).fetchall()
+    return sorted(row[0] for row in rows)
+
+
 def sleeping_backends(watcher: Any) -> list[int]:
     rows = watcher.execute(
         "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND state = 'active'"
@@ -344,8 +402,20 @@ def sleeping_backends(watcher: Any) -> list[int]:
     return [row[0] for row in rows]
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="cancelling a running statement is a PostgreSQL feature")
-def test_disconnect_cancels_a_running_postgresql_query(
+def watcher_connection() -> Any:
+    import psycopg
+
+    db = connection.settings_dict
+    return psycopg.connect(host=db["HOST"], port=db["PORT"], user=db["USER"], dbname=db["NAME"], autocommit=True)
+
+
+postgresql_only = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="cancelling a running statement is a PostgreSQL feature"
+)
+
+
+@postgresql_only
+def test_disconnect_cancels_a_running_postgresql_query_behind_djangos_handler(
     alice: Any,
     token: str,
     settings: Any,
@@ -353,44 +423,95 @@ def test_disconnect_cancels_a_running_postgresql_query(
     caplog: pytest.LogCaptureFixture,
     binding: str,
 ) -> None:
-    import psycopg
-
+    """The default front: the query stops at once, nothing is sent, and the request's connection is closed at its
+    end (Django's ``request_finished``), as after any request: no connection is left behind."""
     Document.objects.create(owner=alice, title="one", body="1")
     Document.objects.create(owner=alice, title="two", body="2")
-    # Keep the worker thread's connection open across requests, so the next request runs on the same connection.
-    monkeypatch.setitem(connections.settings["default"], "CONN_MAX_AGE", None)
-    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "ASGI_THREADS": 1}
+    # Django's documented setting under ASGI (persistent connections are per thread, and its handler runs each
+    # request in a thread of its own): connections close at the end of each request.
+    monkeypatch.setitem(connections.settings["default"], "CONN_MAX_AGE", 0)
+    connection.close()
     Sleepy.seen, Quick.seen = [], []
-    slow_app = application(server_for(Sleepy))
-    quick_app = application(server_for(Quick))
-    db = connection.settings_dict
     outcome: dict[str, Any] = {}
+    slow = ASGIClient(token)
+
+    async def main() -> None:
+        watcher = watcher_connection()
+        try:
+            outcome["before"] = backends(watcher)
+            app = default_front(settings, server_for(Sleepy))
+            task = start(app, slow)
+            await until(lambda: bool(sleeping_backends(watcher)), 10, "the pg_sleep query to run")
+            outcome["sleeping"] = sleeping_backends(watcher)
+            slow.leave()
+            await finished(task, PROMPTLY)  # not the 30 s the statement would take
+            await until(lambda: not sleeping_backends(watcher), 5, "the pg_sleep query to end")
+            # The next request is answered.
+            following = ASGIClient(token)
+            await finished(start(default_front(settings, server_for(Quick)), following), 10)
+            outcome["following"] = following.response()
+            await until(lambda: backends(watcher) == outcome["before"], 5, "the requests' connections to close")
+            no_other_tasks()
+        finally:
+            watcher.close()
+
+    with caplog.at_level(logging.INFO, logger="mcp_resources"):
+        run(main)
+    [(_, slow_pid)] = Sleepy.seen
+    assert outcome["sleeping"] == [slow_pid]
+    assert slow.sent == []
+    status, body = outcome["following"]
+    assert status == 200
+    assert len(body["result"]["resources"]) == 2
+    assert slow_pid not in outcome["before"]
+    assert "resources/list cancelled: the client disconnected" in caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+
+
+@postgresql_only
+def test_disconnect_cancels_a_running_postgresql_query_behind_the_fast_front(
+    alice: Any,
+    token: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    binding: str,
+) -> None:
+    """The fast front with persistent connections: the cancelled query leaves its connection usable, and the next
+    request, on the same (only) worker thread, is answered on the same connection."""
+    Document.objects.create(owner=alice, title="one", body="1")
+    Document.objects.create(owner=alice, title="two", body="2")
+    monkeypatch.setitem(connections.settings["default"], "CONN_MAX_AGE", None)
+    Sleepy.seen, Quick.seen = [], []
+    slow_app = fast_front(server_for(Sleepy))
+    quick_app = fast_front(server_for(Quick))
+    outcome: dict[str, Any] = {}
+    slow = ASGIClient(token)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        watcher = psycopg.connect(host=db["HOST"], port=db["PORT"], user=db["USER"], dbname=db["NAME"], autocommit=True)
+        worker = ThreadPoolExecutor(1, thread_name_prefix="only")
+        loop.set_default_executor(worker)
+        watcher = watcher_connection()
         try:
-            client = ASGIClient(token)
-            task = start(slow_app, client)
+            task = start(slow_app, slow)
             await until(lambda: bool(sleeping_backends(watcher)), 10, "the pg_sleep query to run")
             outcome["sleeping"] = sleeping_backends(watcher)
-            client.leave()
-            outcome["took"] = await finished(task, 10)
+            slow.leave()
+            await finished(task, PROMPTLY)  # not the 30 s the statement would take
             await until(lambda: not sleeping_backends(watcher), 5, "the pg_sleep query to end")
-            # The next request, on the same worker thread and connection, is answered.
             following = ASGIClient(token)
             await finished(start(quick_app, following), 10)
             outcome["following"] = following.response()
             no_other_tasks()
         finally:
             watcher.close()
-            await loop.run_in_executor(request_executor(), connections.close_all)
+            await loop.run_in_executor(worker, connections.close_all)
 
     with caplog.at_level(logging.INFO, logger="mcp_resources"):
         run(main)
-    assert outcome["took"] < PROMPTLY  # not the 30 s the statement would take
     [(slow_thread, slow_pid)] = Sleepy.seen
     assert outcome["sleeping"] == [slow_pid]
+    assert slow.sent == []
     status, body = outcome["following"]
     assert status == 200
     assert len(body["result"]["resources"]) == 2
@@ -399,7 +520,7 @@ def test_disconnect_cancels_a_running_postgresql_query(
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
 
 
-# Without MCPApplication ---------------------------------------------------------------------------------------
+# Without MCPEndpoint ------------------------------------------------------------------------------------------
 
 
 class Recorder(GenericSource):
@@ -418,14 +539,18 @@ class Recorder(GenericSource):
 urlpatterns = [path("mcp", MCPView.as_view(server=server_for(Recorder)))]
 
 
-def test_is_cancelled_is_false_without_mcp_application(token: str, settings: Any) -> None:
+def test_is_cancelled_is_false_without_mcp_endpoint(token: str, settings: Any) -> None:
     settings.ROOT_URLCONF = __name__
     Recorder.answers = []
     response = Client().post(
         "/mcp",
         LIST_BODY,
         content_type="application/json",
-        headers={"MCP-Protocol-Version": MODERN, "Mcp-Method": "resources/list", "Authorization": f"Bearer {token}"},
+        headers={
+            "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "resources/list",
+            "Authorization": f"Bearer {token}",
+        },
     )
     assert response.status_code == 200
     assert [r["uri"] for r in response.json()["result"]["resources"]] == ["learn://recorder/r"]

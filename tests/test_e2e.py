@@ -276,7 +276,7 @@ def test_client_without_token_cannot_list(server: live.Server) -> None:
     with_client(server, "2026-07-28", body, user=None)
 
 
-def test_legacy_session_stream_under_each_deployment(server: live.Server, demo: Demo) -> None:
+def test_session_stream_under_each_deployment(server: live.Server, demo: Demo) -> None:
     """A 2025-11-25 session: its GET stream opens under ASGI; under WSGI the GET is answered 405 (the transport
     allows a server without that stream) and the client works on, with its session, over POST alone."""
     streams: list[tuple[int, str]] = []

@@ -1135,7 +1135,7 @@ def test_listing_reads_timestamps_with_psycopgs_own_loader(settings):
     """Django's Python timestamptz loader costs a third of a page: the listing uses psycopg's, with equal values."""
     from django.db.backends.postgresql.psycopg_any import BaseTzLoader
 
-    from mcp_resources.listing.queries import native_timestamps
+    from mcp_resources.queries import native_timestamps
 
     assert issubclass(_timestamptz_loader(), BaseTzLoader)  # Django's, outside the block
     with native_timestamps(connection.alias):

@@ -1,12 +1,14 @@
-"""Live resources: ``register_resource(..., get, subscribe)`` and the contract of ../shared/seeds/live-resources.txt.
+"""Live resources: ``register_resource(..., get, subscribe)`` and their contract (docs/subscriptions.md, "Live
+resources from code").
 
-Each rule of the seed, line by line: reads are always live; identical consecutive values are not pushed, compared on
+Each rule, line by line: reads are always live; identical consecutive values are not pushed, compared on
 their serialized form against the last value dispatched for that URI only (the table: A,A,A -> 1; A,B,A -> 3;
 A,B,B,C -> 3); a value that cannot be serialized is pushed and the baseline dropped; re-registering runs the
 previous teardown first, clears the baseline and the next push always goes out; a ``subscribe`` without a
 teardown logs a warning; unregistering tears down and removes; a debug line says when a push was suppressed.
 
-Pushes are counted by the registry's live subscription, and end to end on a real ``subscriptions/listen`` stream.
+Pushes are counted by the resource's live subscription (``registry.get_resource(uri).live``), and end to end on a
+real ``subscriptions/listen`` stream served by ``MCPEndpoint`` over the test's registry.
 """
 
 from __future__ import annotations
@@ -19,12 +21,12 @@ from typing import Any
 import pytest
 from django.test import RequestFactory
 
-from mcp_resources.protocol import jsonrpc
-from mcp_resources.asgi import MCPApplication
-from mcp_resources.protocol.versions import V2026_07_28 as MODERN_VERSION
-from mcp_resources.exceptions import NotRegistered
+from mcp_resources.exceptions import NotRegistered, ResourceNotFound
+from mcp_resources.protocol.versions import V2026_07_28
 from mcp_resources.registries import ResourceRegistry
 from mcp_resources.server import CallContext, MCPServer
+from mcp_resources.subscriptions.live import LiveSubscription
+from mcp_resources.transport import MCPEndpoint
 from tests.stream_support import Exchange, in_thread, listen_body, listen_headers, scope, updated
 
 URI = "app://cart"
@@ -68,15 +70,21 @@ def register(registry: ResourceRegistry, store: Store, uri: str = URI, **kwargs:
     return registry.register_resource(uri, store.name, store.get, subscribe=store.subscribe, **kwargs)
 
 
+def live(registry: ResourceRegistry, uri: str = URI) -> LiveSubscription | None:
+    """The live subscription of the resource registered at ``uri`` (``None`` when nothing is registered there)."""
+    resource = registry.get_resource(uri)
+    return None if resource is None else resource.live
+
+
 def pushes(registry: ResourceRegistry, uri: str = URI) -> int:
-    live = registry.live_subscription(uri)
-    assert live is not None, f"{uri} is not registered"
-    return int(live.pushes)
+    subscription = live(registry, uri)
+    assert subscription is not None, f"{uri} is not registered"
+    return int(subscription.pushes)
 
 
 def read(server: MCPServer, uri: str = URI) -> dict[str, Any]:
     request = RequestFactory().post("/mcp")
-    return server.call("resources/read", {"uri": uri}, CallContext(request, MODERN_VERSION))
+    return server.call("resources/read", {"uri": uri}, CallContext(request, V2026_07_28))
 
 
 # Identical consecutive values ---------------------------------------------------------------------------------
@@ -173,7 +181,7 @@ def test_an_unserializable_value_is_pushed_and_the_baseline_dropped(unserializab
     store.set("A")
     store.set(unserializable)
     assert pushes(registry) == 2
-    assert registry.live_subscription(URI).baseline is None
+    assert live(registry).baseline is None
     store.set(unserializable)  # still cannot be compared: pushed again
     assert pushes(registry) == 3
     store.set("A")  # the same as the last *comparable* push, but the baseline was dropped: pushed
@@ -199,7 +207,7 @@ def test_get_raising_on_a_push_fails_open(caplog: pytest.LogCaptureFixture) -> N
     store.set("A")
     store.set(RuntimeError("backend down"))  # on_change does not raise into the store
     assert pushes(registry) == 2
-    assert registry.live_subscription(URI).baseline is None
+    assert live(registry).baseline is None
     errors = [r for r in caplog.records if r.name == LOGGER and r.levelno >= logging.WARNING]
     assert len(errors) == 1
     assert URI in errors[0].getMessage()
@@ -220,11 +228,11 @@ def test_reregistration_tears_down_first_then_subscribes_and_always_pushes_next(
     first.set("A")
     first.set("A")
     assert pushes(registry) == 1
-    old_live = registry.live_subscription(URI)
+    old_live = live(registry)
     register(registry, second)
     assert log == ["subscribe first", "teardown first", "subscribe second"]
     assert first.listeners == []
-    new_live = registry.live_subscription(URI)
+    new_live = live(registry)
     assert new_live is not old_live
     assert (new_live.pushes, new_live.baseline) == (0, None)
     second.set("A")  # unchanged since the last push, but the baseline was cleared: it goes out
@@ -242,7 +250,7 @@ def test_a_replaced_registrations_late_callback_pushes_nothing() -> None:
         captured.append(on_change)  # returns no teardown: the source keeps calling
 
     registry.register_resource(URI, "old", lambda: "old value", subscribe=leaky_subscribe)
-    old_live = registry.live_subscription(URI)
+    old_live = live(registry)
     store = Store("A", "new")
     register(registry, store)
     captured[0]()
@@ -252,6 +260,7 @@ def test_a_replaced_registrations_late_callback_pushes_nothing() -> None:
     assert pushes(registry) == 1  # the stale callback did not set the new baseline either
 
 
+@pytest.mark.django_db  # a read of an unknown URI looks for a StaticResource row
 def test_unregister_tears_down_and_removes() -> None:
     registry = ResourceRegistry()
     log: list[str] = []
@@ -261,7 +270,7 @@ def test_unregister_tears_down_and_removes() -> None:
     unregister()
     assert log == ["subscribe cart", "teardown cart"]
     assert registry.get_resource(URI) is None
-    assert registry.live_subscription(URI) is None
+    assert live(registry) is None
     assert [r.uri for r in registry.iter_resources()] == []
     gets = store.gets
     late()  # a callback arriving after the teardown: no read, no push
@@ -269,7 +278,7 @@ def test_unregister_tears_down_and_removes() -> None:
     unregister()  # idempotent: no second teardown
     assert log == ["subscribe cart", "teardown cart"]
     server = MCPServer(registry)
-    with pytest.raises(jsonrpc.RPCError):
+    with pytest.raises(ResourceNotFound):
         read(server)
 
 
@@ -337,7 +346,7 @@ def test_a_pull_only_resource_has_no_subscription_and_no_warning(caplog: pytest.
     registry = ResourceRegistry()
     unregister = registry.register_resource(URI, "cart", lambda: "A")
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
-    assert registry.live_subscription(URI).teardown is None
+    assert live(registry).teardown is None
     unregister()
 
 
@@ -372,13 +381,15 @@ def anyio_backend() -> str:
 @pytest.mark.anyio
 @pytest.mark.django_db(transaction=True)
 async def test_only_the_deduplicated_pushes_reach_a_listener(settings: Any) -> None:
-    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "KEEPALIVE_SECONDS": 30}
+    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "STREAM_KEEPALIVE_SECONDS": 30}
     registry = ResourceRegistry("live-e2e")
     log: list[str] = []
     cart, page = Store("A", "cart", log), Store("home", "page", log)
     register(registry, cart, "app://cart")
     register(registry, page, "app://page")
-    app = MCPApplication(lambda *args: None, path="/mcp", server=MCPServer(registry))
+    from testproject.asgi import django_asgi_app
+
+    app = MCPEndpoint.as_asgi(django_asgi_app, server=MCPServer(registry))
     stream = await Exchange(app, scope("POST", listen_headers())).start(
         listen_body("live", {"resourceSubscriptions": ["app://cart", "app://page", "app://unknown"]})
     )

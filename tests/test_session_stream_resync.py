@@ -1,10 +1,12 @@
-"""A legacy session's GET stream re-reads the session's subscriptions once it has joined its session group.
+"""A 2025-11-25 session's GET stream re-reads the session's subscriptions once it has joined its session group.
 
-The stream's plan is built from the stored subscriptions (in a worker thread) before the stream joins the channel
-layer groups. A ``resources/subscribe`` (or ``unsubscribe``) that stores its change and publishes its control
-message in between would otherwise be lost for the whole life of the stream. The official SDK client opens the GET
-stream right after ``initialize``, concurrently with its first requests, so the window is hit in practice (about
-one session in a hundred in a loopback run before the fix).
+The stream's plan is built from the stored subscriptions (by ``MCPView.prepare_session_stream``, in a worker thread)
+before the stream joins the channel layer's groups on the event loop. A ``resources/subscribe`` (or
+``unsubscribe``) that stores its change and publishes its control message in between would otherwise be lost for
+the whole life of the stream. The official SDK client opens the GET stream right after ``initialize``, concurrently
+with its first requests, so the window is hit in practice (about one session in a hundred in a loopback run before
+the fix). The window cannot be hit on purpose through HTTP, so the stream is served here from a plan built as if the
+change had landed in it: the plan says one thing, the stored subscriptions another.
 """
 
 from __future__ import annotations
@@ -48,16 +50,12 @@ class Served:
         assert message["type"] == "http.response.start"
         assert message["status"] == 200
 
-    async def updates(self, seconds: float) -> list[str]:
-        """The URIs of the updates sent within ``seconds``."""
-        uris = []
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + seconds
-        while (remaining := deadline - loop.time()) > 0:
-            try:
-                message = await asyncio.wait_for(self.output.get(), remaining)
-            except TimeoutError:
-                break
+    async def updates_until(self, last: str, timeout: float = 5) -> list[str]:
+        """The URIs of the updates sent, up to the first one for ``last`` (a stream's messages arrive in order, so an
+        update published before ``last``'s and withheld is never among them)."""
+        uris: list[str] = []
+        while last not in uris:
+            message = await asyncio.wait_for(self.output.get(), timeout)
             for line in message.get("body", b"").decode().splitlines():
                 if line.startswith("data: "):
                     payload = json.loads(line[len("data: ") :])
@@ -99,7 +97,7 @@ async def test_a_subscription_stored_before_the_stream_joined_is_delivered() -> 
         assert served.plan.uris == {"test://early", "test://late"}
         await publish("test://late")
         await publish("test://early")
-        assert await served.updates(1.0) == ["test://late", "test://early"]
+        assert await served.updates_until("test://early") == ["test://late", "test://early"]
 
 
 async def test_an_unsubscribe_stored_before_the_stream_joined_is_applied() -> None:
@@ -107,4 +105,4 @@ async def test_an_unsubscribe_stored_before_the_stream_joined_is_applied() -> No
         assert served.plan.uris == {"test://kept"}
         await publish("test://dropped")
         await publish("test://kept")  # published after: once it is here, the other would have been too
-        assert await served.updates(1.0) == ["test://kept"]
+        assert await served.updates_until("test://kept") == ["test://kept"]

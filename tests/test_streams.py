@@ -1,47 +1,58 @@
-"""Streams: ``subscriptions/listen`` (2026-07-28) and a legacy session's GET stream, served by ``MCPApplication``.
+"""Streams: ``subscriptions/listen`` (2026-07-28) and a 2025-11-25 session's GET stream, under the project's ASGI
+deployment.
 
-The application runs in-process under asgiref's ``ApplicationCommunicator`` with the in-memory channel layer;
-changes are made through the ORM (or the admin) in worker threads, as a request would make them. Negative
-assertions ("no update for X") are made against a later sentinel: messages of one stream arrive in order, so
-when the sentinel's notification is the next message, the withheld one never came.
+``testproject.asgi.application`` (Channels' ``ProtocolTypeRouter`` and ``URLRouter`` with ``MCPEndpoint`` at
+``/mcp``) runs in-process under asgiref's ``ApplicationCommunicator``: streams are served by the endpoint on the
+event loop, every other request (``initialize``, ``resources/subscribe``, ``DELETE``) by Django's ASGI handler and
+the project's middleware. The channel layer is the in-memory one unless a test configures another (Redis across
+processes is tested in test_fanout_redis.py); changes are made through the ORM (or the admin) in worker threads, as
+a request would make them. Negative assertions ("no update for X") are made against a later sentinel: messages of
+one stream arrive in order, so when the sentinel's notification is the next message, the withheld one never came.
+Token and group expiry are reached by moving the clock of the stream code and of the layer forward
+(``stream_support.Clock``), never by waiting.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import time
+import threading
 import tracemalloc
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from asgiref.testing import ApplicationCommunicator
 from django.contrib.auth import get_user_model
-from django.core.asgi import get_asgi_application
 from django.db import transaction
 from django.test import Client
 
-from mcp_resources.asgi import MCPApplication
 from mcp_resources.models import StaticResource
-from mcp_resources.registries import site
-from mcp_resources.subscriptions import broker, notify_resource_list_changed, notify_resource_updated, streams
+from mcp_resources.protocol.versions import V2025_11_25, V2026_07_28
+from mcp_resources.registries import registry
+from mcp_resources.server import MCPServer
+from mcp_resources.subscriptions import broker, notify_resource_list_changed, notify_resource_updated
+from mcp_resources.transport import MCPEndpoint, streams
 from testproject.library.models import Document
+from tests.conftest import RESOURCE
 from tests.stream_support import (
     ACKNOWLEDGED,
-    LEGACY,
-    MODERN,
     OMIT,
-    RESOURCE,
     SUBSCRIPTION_ID,
+    Clock,
     Exchange,
+    application,
+    final_result,
     in_thread,
     list_changed,
     listen_body,
     listen_headers,
-    make_token,
     meta,
     revoke_token,
     scope,
+    until,
     updated,
 )
 
@@ -60,7 +71,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture(autouse=True)
 def mcp_settings(settings: Any) -> None:
-    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "RESOURCE_URI": RESOURCE, "KEEPALIVE_SECONDS": 30}
+    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "RESOURCE_URI": RESOURCE, "STREAM_KEEPALIVE_SECONDS": 30}
 
 
 def set_mcp(settings: Any, **values: Any) -> None:
@@ -68,8 +79,15 @@ def set_mcp(settings: Any, **values: Any) -> None:
 
 
 @pytest.fixture
-def app() -> MCPApplication:
-    return MCPApplication(get_asgi_application(), path="/mcp")
+def app() -> Any:
+    """The project's ASGI application (``testproject.asgi.application``)."""
+    return application()
+
+
+def in_memory_layer(settings: Any, **config: Any) -> Any:
+    """Configure Channels' in-memory layer with ``config`` (group expiry, capacity) and return it."""
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": config}}
+    return broker.get_layer()
 
 
 @dataclass
@@ -83,9 +101,7 @@ class People:
 
 
 @pytest.fixture
-def people(transactional_db: None) -> People:
-    users = get_user_model().objects
-    alice, bob = users.create_user("alice"), users.create_user("bob")
+def people(alice: Any, bob: Any, make_token: Callable[..., str]) -> People:
     alice_docs = [Document.objects.create(owner=alice, title=f"A{i}", body=f"alice {i}") for i in range(3)]
     bob_docs = [Document.objects.create(owner=bob, title=f"B{i}", body=f"bob {i}") for i in range(2)]
     return People(alice, bob, alice_docs, bob_docs, make_token(alice), make_token(bob))
@@ -93,11 +109,12 @@ def people(transactional_db: None) -> People:
 
 @pytest.fixture(autouse=True)
 def no_stream_left_behind() -> Any:
-    """Every test ends with no open stream counted and no group membership left in the in-memory layer."""
+    """Every test ends with no open stream counted and no group membership left in an in-memory layer."""
     yield
     assert dict(streams._open_streams) == {}
     layer = broker.get_layer()
-    assert not any(getattr(layer, "groups", {}).values()), layer.groups
+    if hasattr(layer, "groups"):
+        assert not any(layer.groups.values()), layer.groups
 
 
 def uri(doc: Document) -> str:
@@ -105,7 +122,7 @@ def uri(doc: Document) -> str:
 
 
 async def listen(
-    app: MCPApplication,
+    app: Any,
     token: str | None,
     *,
     request_id: Any = 1,
@@ -124,7 +141,7 @@ async def listen(
     return await exchange.start(listen_body(request_id, notifications))
 
 
-async def opened(app: MCPApplication, token: str | None, **kwargs: Any) -> tuple[Exchange, dict[str, Any]]:
+async def opened(app: Any, token: str | None, **kwargs: Any) -> tuple[Exchange, dict[str, Any]]:
     """A listen stream that was accepted, with its acknowledgement."""
     exchange = await listen(app, token, **kwargs)
     assert exchange.status == 200, await exchange.body()
@@ -133,7 +150,7 @@ async def opened(app: MCPApplication, token: str | None, **kwargs: Any) -> tuple
     return exchange, ack
 
 
-async def post(app: MCPApplication, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, dict[str, str], Any]:
+async def post(app: Any, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, dict[str, str], Any]:
     exchange = await Exchange(app, scope("POST", {"content-type": "application/json", **headers})).start(
         json.dumps(body).encode()
     )
@@ -150,7 +167,7 @@ def touch(doc: Document) -> None:
 # The acknowledgement -------------------------------------------------------------------------------------------
 
 
-async def test_ack_first_with_only_the_honoured_uris(app: MCPApplication, people: People) -> None:
+async def test_ack_first_with_only_the_honoured_uris(app: Any, people: People) -> None:
     mine, theirs = uri(people.alice_docs[0]), uri(people.bob_docs[0])
     await in_thread(
         lambda: StaticResource.objects.create(uri="app://public-note", name="public-note", text="hello")  # type: ignore[misc]
@@ -183,7 +200,7 @@ async def test_ack_first_with_only_the_honoured_uris(app: MCPApplication, people
     await stream.disconnect()
 
 
-async def test_out_of_scope_uris_are_left_out(app: MCPApplication, people: People) -> None:
+async def test_out_of_scope_uris_are_left_out(app: Any, people: People, make_token: Callable[..., str]) -> None:
     token = await in_thread(make_token, people.alice, "profile")
     stream, ack = await opened(app, token, uris=[uri(people.alice_docs[0])], list_changes=True)
     assert ack["params"]["notifications"] == {"resourcesListChanged": True, "resourceSubscriptions": []}
@@ -193,7 +210,7 @@ async def test_out_of_scope_uris_are_left_out(app: MCPApplication, people: Peopl
     await stream.disconnect()
 
 
-async def test_nothing_asked_nothing_honoured(app: MCPApplication, people: People) -> None:
+async def test_nothing_asked_nothing_honoured(app: Any, people: People) -> None:
     stream, ack = await opened(app, people.alice_token, notifications={"resourcesListChanged": False})
     assert ack["params"]["notifications"] == {}
     await in_thread(touch, people.alice_docs[0])
@@ -203,7 +220,7 @@ async def test_nothing_asked_nothing_honoured(app: MCPApplication, people: Peopl
 
 
 @pytest.mark.parametrize("request_id", [7, "listen-1", 0, ""])
-async def test_every_message_carries_the_subscription_id(app: MCPApplication, people: People, request_id: Any) -> None:
+async def test_every_message_carries_the_subscription_id(app: Any, people: People, request_id: Any) -> None:
     doc = people.alice_docs[1]
     stream, ack = await opened(app, people.alice_token, request_id=request_id, uris=[uri(doc)], list_changes=True)
     assert ack["params"]["_meta"] == {SUBSCRIPTION_ID: request_id}
@@ -214,7 +231,7 @@ async def test_every_message_carries_the_subscription_id(app: MCPApplication, pe
     await stream.disconnect()
 
 
-async def test_sse_headers(app: MCPApplication, people: People) -> None:
+async def test_sse_headers(app: Any, people: People) -> None:
     stream, _ = await opened(app, people.alice_token, list_changes=True)
     assert stream.headers["content-type"] == "text/event-stream"
     assert stream.headers["x-accel-buffering"] == "no"
@@ -223,7 +240,7 @@ async def test_sse_headers(app: MCPApplication, people: People) -> None:
     await stream.disconnect()
 
 
-async def test_only_the_types_opted_into(app: MCPApplication, people: People) -> None:
+async def test_only_the_types_opted_into(app: Any, people: People) -> None:
     doc = people.alice_docs[0]
     updates_only, _ = await opened(app, people.alice_token, request_id="u", uris=[uri(doc)])
     lists_only, _ = await opened(app, people.alice_token, request_id="l", list_changes=True)
@@ -238,8 +255,8 @@ async def test_only_the_types_opted_into(app: MCPApplication, people: People) ->
     await lists_only.disconnect()
 
 
-async def test_keepalive_comments(app: MCPApplication, people: People, settings: Any) -> None:
-    set_mcp(settings, KEEPALIVE_SECONDS=0.1)
+async def test_keepalive_comments(app: Any, people: People, settings: Any) -> None:
+    set_mcp(settings, STREAM_KEEPALIVE_SECONDS=0.1)
     stream, _ = await opened(app, people.alice_token, list_changes=True)
     assert await stream.frame(2) == ("comment", "keep-alive")
     assert await stream.frame(2) == ("comment", "keep-alive")
@@ -251,7 +268,7 @@ async def test_keepalive_comments(app: MCPApplication, people: People, settings:
 # Where changes come from -----------------------------------------------------------------------------------------
 
 
-async def test_update_after_commit_not_before(app: MCPApplication, people: People) -> None:
+async def test_update_after_commit_not_before(app: Any, people: People) -> None:
     doc = people.alice_docs[0]
     stream, _ = await opened(app, people.alice_token, uris=[uri(doc)])
     import threading
@@ -273,7 +290,7 @@ async def test_update_after_commit_not_before(app: MCPApplication, people: Peopl
     await stream.disconnect()
 
 
-async def test_no_update_on_rollback(app: MCPApplication, people: People) -> None:
+async def test_no_update_on_rollback(app: Any, people: People) -> None:
     rolled_back, committed = people.alice_docs[0], people.alice_docs[1]
     stream, _ = await opened(app, people.alice_token, uris=[uri(rolled_back), uri(committed)])
 
@@ -292,7 +309,7 @@ async def test_no_update_on_rollback(app: MCPApplication, people: People) -> Non
     await stream.disconnect()
 
 
-async def test_delete_of_a_record_withholds_its_update(app: MCPApplication, people: People) -> None:
+async def test_delete_of_a_record_withholds_its_update(app: Any, people: People) -> None:
     gone, kept = people.alice_docs[0], people.alice_docs[1]
     stream, _ = await opened(app, people.alice_token, uris=[uri(gone), uri(kept)])
     await in_thread(touch, gone)
@@ -304,7 +321,7 @@ async def test_delete_of_a_record_withholds_its_update(app: MCPApplication, peop
     await stream.disconnect()
 
 
-async def test_access_lost_mid_stream_withholds_the_update(app: MCPApplication, people: People) -> None:
+async def test_access_lost_mid_stream_withholds_the_update(app: Any, people: People) -> None:
     doc, other = people.alice_docs[0], people.alice_docs[1]
     stream, _ = await opened(app, people.alice_token, uris=[uri(doc), uri(other)])
     # The document moves to bob: alice may no longer read it.
@@ -315,7 +332,9 @@ async def test_access_lost_mid_stream_withholds_the_update(app: MCPApplication, 
     await stream.disconnect()
 
 
-async def test_revoked_token_gets_no_update_and_its_stream_ends(app: MCPApplication, people: People) -> None:
+async def test_revoked_token_gets_no_update_and_its_stream_ends(
+    app: Any, people: People, make_token: Callable[..., str]
+) -> None:
     doc = people.alice_docs[0]
     revoked = await in_thread(make_token, people.alice)
     stream, _ = await opened(app, revoked, request_id="revoked", uris=[uri(doc)])
@@ -327,20 +346,18 @@ async def test_revoked_token_gets_no_update_and_its_stream_ends(app: MCPApplicat
     await in_thread(touch, doc)
     assert await witness.event() == updated(uri(doc), "witness")  # the update was published...
     # ...withheld from the revoked token, whose stream ends as at expiry: with the final result, then closed.
-    assert await stream.until_closed(5) == [
-        {"jsonrpc": "2.0", "id": "revoked", "result": {"resultType": "complete", "_meta": {SUBSCRIPTION_ID: "revoked"}}}
-    ]
+    assert await stream.until_closed(5) == [final_result("revoked")]
     await stream.finished()
     assert sum(streams._open_streams.values()) == 1  # the witness only
     await witness.disconnect()
 
 
-async def test_revoked_token_ends_its_legacy_session_stream(app: MCPApplication, people: People) -> None:
+async def test_revoked_token_ends_its_session_stream(app: Any, people: People, make_token: Callable[..., str]) -> None:
     doc = people.alice_docs[0]
     token = await in_thread(make_token, people.alice)
     session = await new_session(app, token)
     stream = await open_session_stream(app, token, session)
-    assert (await legacy_call(app, token, session, "resources/subscribe", uri=uri(doc)))[0] == 200
+    assert (await session_call(app, token, session, "resources/subscribe", uri=uri(doc)))[0] == 200
     await in_thread(touch, doc)
     assert await stream.event() == updated(uri(doc))
     await in_thread(revoke_token, token)
@@ -349,8 +366,7 @@ async def test_revoked_token_ends_its_legacy_session_stream(app: MCPApplication,
     await stream.finished()
 
 
-async def test_static_resource_admin_change(app: MCPApplication, people: People, settings: Any) -> None:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+async def test_static_resource_admin_change(app: Any, people: People) -> None:
     row = await in_thread(
         lambda: StaticResource.objects.create(uri="app://readme", name="readme", text="v1")  # type: ignore[misc]
     )
@@ -387,9 +403,9 @@ async def test_static_resource_admin_change(app: MCPApplication, people: People,
     await stream.disconnect()
 
 
-async def test_list_changed_on_register_and_unregister(app: MCPApplication, people: People) -> None:
+async def test_list_changed_on_register_and_unregister(app: Any, people: People) -> None:
     stream, _ = await opened(app, people.alice_token, list_changes=True)
-    unregister = site.register_resource("app://live-clock", "clock", lambda: "tick")  # on the event loop's thread
+    unregister = registry.register_resource("app://live-clock", "clock", lambda: "tick")  # on the event loop's thread
     try:
         assert await stream.event() == list_changed(1)
     finally:
@@ -400,10 +416,10 @@ async def test_list_changed_on_register_and_unregister(app: MCPApplication, peop
     await stream.disconnect()
 
 
-async def test_code_resource_push_reaches_its_subscribers(app: MCPApplication, people: People) -> None:
+async def test_code_resource_push_reaches_its_subscribers(app: Any, people: People) -> None:
     state = {"value": "one"}
     changed: list[Any] = []
-    unregister = site.register_resource(
+    unregister = registry.register_resource(
         "app://live-state",
         "state",
         lambda: state["value"],
@@ -427,22 +443,39 @@ async def test_code_resource_push_reaches_its_subscribers(app: MCPApplication, p
 
 
 @pytest.mark.parametrize("request_id", [3, "expiring"])
-async def test_token_expiry_ends_with_the_final_result(app: MCPApplication, people: People, request_id: Any) -> None:
-    token = await in_thread(lambda: make_token(people.alice, expires_in=1.5))
-    started = time.monotonic()
+async def test_token_expiry_ends_with_the_final_result(
+    app: Any, people: People, request_id: Any, settings: Any, monkeypatch: pytest.MonkeyPatch, make_token: Any
+) -> None:
+    set_mcp(settings, STREAM_KEEPALIVE_SECONDS=0.05)  # the stream wakes often to look at the clock
+    clock = Clock().install(monkeypatch)
+    token = await in_thread(lambda: make_token(people.alice, expires_in=60))
     stream, _ = await opened(app, token, request_id=request_id, list_changes=True)
-    assert await stream.until_closed(5) == [
-        {
-            "jsonrpc": "2.0",
-            "id": request_id,
-            "result": {"resultType": "complete", "_meta": {SUBSCRIPTION_ID: request_id}},
-        }
-    ]
-    assert 0.5 < time.monotonic() - started < 4
+    clock.advance(58)
+    await stream.frame()  # a keep-alive written after the jump: the stream has seen the new time
+    await in_thread(notify_resource_list_changed)
+    assert await stream.event() == list_changed(request_id)  # still open two seconds before the expiry
+    clock.advance(3)
+    assert await stream.until_closed(5) == [final_result(request_id)]
     await stream.finished()
 
 
-async def test_expired_token_cannot_listen(app: MCPApplication, people: People) -> None:
+async def test_token_expiry_ends_a_session_stream(
+    app: Any, people: People, settings: Any, monkeypatch: pytest.MonkeyPatch, make_token: Any
+) -> None:
+    set_mcp(settings, STREAM_KEEPALIVE_SECONDS=0.05)
+    clock = Clock().install(monkeypatch)
+    token = await in_thread(lambda: make_token(people.alice, expires_in=60))
+    stream = await open_session_stream(app, token)
+    clock.advance(58)
+    await stream.frame()
+    await in_thread(notify_resource_list_changed)
+    assert await stream.event() == list_changed()
+    clock.advance(3)
+    assert await stream.until_closed(5) == []  # a session's stream has no result to send: it just ends
+    await stream.finished()
+
+
+async def test_expired_token_cannot_listen(app: Any, people: People, make_token: Callable[..., str]) -> None:
     token = await in_thread(lambda: make_token(people.alice, expires_in=-1))
     stream = await listen(app, token, list_changes=True)
     assert stream.status == 401
@@ -450,11 +483,11 @@ async def test_expired_token_cannot_listen(app: MCPApplication, people: People) 
     await stream.body()
 
 
-async def test_disconnect_frees_the_stream(app: MCPApplication, people: People, settings: Any) -> None:
+async def test_disconnect_frees_the_stream(app: Any, people: People, settings: Any) -> None:
     set_mcp(settings, STREAMS_PER_CALLER=1)
     doc = people.alice_docs[0]
+    layer = in_memory_layer(settings)  # whose groups can be looked into
     stream, _ = await opened(app, people.alice_token, uris=[uri(doc)], list_changes=True)
-    layer = broker.get_layer()
     assert sum(streams._open_streams.values()) == 1
     assert broker.uri_group(uri(doc)) in layer.groups
     assert broker.LIST_CHANGED_GROUP in layer.groups
@@ -467,26 +500,21 @@ async def test_disconnect_frees_the_stream(app: MCPApplication, people: People, 
     await again.disconnect()
 
 
-async def test_end_all_streams_ends_gracefully(app: MCPApplication, people: People) -> None:
-    modern, _ = await opened(app, people.alice_token, request_id="shutdown", list_changes=True)
-    legacy = await open_session_stream(app, people.alice_token)
+async def test_end_all_streams_ends_gracefully(app: Any, people: People) -> None:
+    listening, _ = await opened(app, people.alice_token, request_id="shutdown", list_changes=True)
+    session_stream = await open_session_stream(app, people.alice_token)
     await streams.end_all_streams()
-    assert await modern.until_closed() == [
-        {
-            "jsonrpc": "2.0",
-            "id": "shutdown",
-            "result": {"resultType": "complete", "_meta": {SUBSCRIPTION_ID: "shutdown"}},
-        }
-    ]
-    assert await legacy.until_closed() == []
-    await asyncio.sleep(0.05)
+    assert await listening.until_closed() == [final_result("shutdown")]
+    assert await session_stream.until_closed() == []
+    await listening.finished()
+    await session_stream.finished()
     assert dict(streams._open_streams) == {}
 
 
 # Limits and bad input ------------------------------------------------------------------------------------------------
 
 
-async def test_too_many_uris_is_refused(app: MCPApplication, people: People, settings: Any) -> None:
+async def test_too_many_uris_is_refused(app: Any, people: People, settings: Any) -> None:
     set_mcp(settings, URIS_PER_LISTEN=3)
     uris = [uri(d) for d in people.alice_docs] + ["learn://documents/999"]
     stream = await listen(app, people.alice_token, request_id=9, uris=uris)
@@ -500,16 +528,34 @@ async def test_too_many_uris_is_refused(app: MCPApplication, people: People, set
     await ok.disconnect()
 
 
-async def test_thousands_of_uris_are_refused_quickly(app: MCPApplication, people: People) -> None:
-    uris = [f"learn://documents/{i}" for i in range(5000)]
-    started = time.monotonic()
-    stream = await listen(app, people.alice_token, uris=uris)
+class CheckingServer(MCPServer):
+    """The default registry's server, recording each URI whose access it checks."""
+
+    def __init__(self) -> None:
+        super().__init__(registry)
+        self.checked: list[str] = []
+
+    def may_read(self, uri: str, ctx: Any) -> bool:
+        self.checked.append(uri)
+        return super().may_read(uri, ctx)
+
+
+async def test_thousands_of_uris_are_refused_before_any_is_checked(people: People) -> None:
+    from testproject.asgi import django_asgi_app
+
+    server = CheckingServer()
+    endpoint = MCPEndpoint.as_asgi(django_asgi_app, server=server)
+    stream = await listen(endpoint, people.alice_token, uris=[f"learn://documents/{i}" for i in range(5000)])
     assert stream.status == 400
     assert (await stream.json())["error"]["code"] == INVALID_PARAMS
-    assert time.monotonic() - started < 5
+    assert server.checked == []
+    # Within the limit, each URI is checked once.
+    ok, _ = await opened(endpoint, people.alice_token, uris=[uri(doc) for doc in people.alice_docs])
+    assert server.checked == [uri(doc) for doc in people.alice_docs]
+    await ok.disconnect()
 
 
-async def test_too_many_streams_per_caller(app: MCPApplication, people: People, settings: Any) -> None:
+async def test_too_many_streams_per_caller(app: Any, people: People, settings: Any) -> None:
     set_mcp(settings, STREAMS_PER_CALLER=2)
     first, _ = await opened(app, people.alice_token, request_id=1, list_changes=True)
     second, _ = await opened(app, people.alice_token, request_id=2, list_changes=True)
@@ -543,7 +589,7 @@ async def test_too_many_streams_per_caller(app: MCPApplication, people: People, 
         {"resourceSubscriptions": {"uri": "learn://documents/1"}},
     ],
 )
-async def test_malformed_filters(app: MCPApplication, people: People, notifications: Any) -> None:
+async def test_malformed_filters(app: Any, people: People, notifications: Any) -> None:
     exchange = Exchange(app, scope("POST", listen_headers(people.alice_token)))
     await exchange.start(listen_body("bad", notifications))
     assert exchange.status == 400
@@ -552,7 +598,7 @@ async def test_malformed_filters(app: MCPApplication, people: People, notificati
     assert payload["error"]["code"] == INVALID_PARAMS
 
 
-async def test_listen_without_a_token_is_401_with_a_challenge(app: MCPApplication, people: People) -> None:
+async def test_listen_without_a_token_is_401_with_a_challenge(app: Any, people: People) -> None:
     stream = await listen(app, None, list_changes=True)
     assert stream.status == 401
     challenge = stream.headers["www-authenticate"]
@@ -562,7 +608,7 @@ async def test_listen_without_a_token_is_401_with_a_challenge(app: MCPApplicatio
     await stream.body()
 
 
-async def test_token_for_another_server_is_401(app: MCPApplication, people: People) -> None:
+async def test_token_for_another_server_is_401(app: Any, people: People, make_token: Callable[..., str]) -> None:
     token = await in_thread(lambda: make_token(people.alice, resource="http://127.0.0.1:9999/mcp"))
     stream = await listen(app, token, list_changes=True)
     assert stream.status == 401
@@ -572,16 +618,16 @@ async def test_token_for_another_server_is_401(app: MCPApplication, people: Peop
 @pytest.mark.parametrize(
     ("headers", "version", "status", "code"),
     [
-        ({"mcp_method": None}, MODERN, 400, HEADER_MISMATCH),
-        ({"mcp_method": "resources/list"}, MODERN, 400, HEADER_MISMATCH),
-        ({"mcp_protocol_version": None}, MODERN, 400, HEADER_MISMATCH),
-        ({"mcp_protocol_version": "2025-11-25"}, MODERN, 400, HEADER_MISMATCH),
+        ({"mcp_method": None}, V2026_07_28, 400, HEADER_MISMATCH),
+        ({"mcp_method": "resources/list"}, V2026_07_28, 400, HEADER_MISMATCH),
+        ({"mcp_protocol_version": None}, V2026_07_28, 400, HEADER_MISMATCH),
+        ({"mcp_protocol_version": "2025-11-25"}, V2026_07_28, 400, HEADER_MISMATCH),
         ({"mcp_protocol_version": "2099-01-01"}, "2099-01-01", 400, UNSUPPORTED_VERSION),
-        ({"mcp_protocol_version": LEGACY}, LEGACY, 400, UNSUPPORTED_VERSION),
+        ({"mcp_protocol_version": V2025_11_25}, V2025_11_25, 400, UNSUPPORTED_VERSION),
     ],
 )
 async def test_header_errors(
-    app: MCPApplication, people: People, headers: dict[str, str | None], version: str, status: int, code: int
+    app: Any, people: People, headers: dict[str, str | None], version: str, status: int, code: int
 ) -> None:
     exchange = Exchange(app, scope("POST", listen_headers(people.alice_token, **headers)))
     await exchange.start(listen_body(5, {"resourcesListChanged": True}, version=version))
@@ -590,7 +636,7 @@ async def test_header_errors(
     assert payload["id"] == 5
     assert payload["error"]["code"] == code
     if code == UNSUPPORTED_VERSION:
-        assert MODERN in payload["error"]["data"]["supported"]
+        assert V2026_07_28 in payload["error"]["data"]["supported"]
 
 
 @pytest.mark.parametrize(
@@ -604,7 +650,7 @@ async def test_header_errors(
         b"\xff",
     ],
 )
-async def test_unparseable_listen_requests(app: MCPApplication, people: People, body: bytes) -> None:
+async def test_unparseable_listen_requests(app: Any, people: People, body: bytes) -> None:
     exchange = Exchange(app, scope("POST", listen_headers(people.alice_token)))
     await exchange.start(body)
     assert 400 <= exchange.status < 500
@@ -612,7 +658,7 @@ async def test_unparseable_listen_requests(app: MCPApplication, people: People, 
     assert payload["error"]["code"] in (-32700, -32600)
 
 
-async def test_legacy_subscribe_method_is_404_in_2026(app: MCPApplication, people: People) -> None:
+async def test_session_subscribe_methods_are_404_in_2026_07_28(app: Any, people: People) -> None:
     for method in ("resources/subscribe", "resources/unsubscribe"):
         body = {
             "jsonrpc": "2.0",
@@ -621,7 +667,7 @@ async def test_legacy_subscribe_method_is_404_in_2026(app: MCPApplication, peopl
             "params": {"uri": uri(people.alice_docs[0]), "_meta": meta()},
         }
         headers = {
-            "mcp-protocol-version": MODERN,
+            "mcp-protocol-version": V2026_07_28,
             "mcp-method": method,
             "authorization": f"Bearer {people.alice_token}",
         }
@@ -630,7 +676,7 @@ async def test_legacy_subscribe_method_is_404_in_2026(app: MCPApplication, peopl
         assert payload["error"]["code"] == METHOD_NOT_FOUND
 
 
-async def test_listen_refused_when_subscriptions_are_off(app: MCPApplication, people: People, settings: Any) -> None:
+async def test_listen_refused_when_subscriptions_are_off(app: Any, people: People, settings: Any) -> None:
     set_mcp(settings, SUBSCRIPTIONS=False)
     stream = await listen(app, people.alice_token, list_changes=True)
     assert stream.status == 404
@@ -641,31 +687,27 @@ async def test_listen_refused_when_subscriptions_are_off(app: MCPApplication, pe
 
 
 async def test_a_client_that_never_reads_is_ended_and_memory_stays_flat(
-    app: MCPApplication, people: People, settings: Any
+    app: Any, people: People, settings: Any
 ) -> None:
     """The transport stops taking writes (as uvicorn's flow control does when the peer's window is full)."""
-    set_mcp(settings, STREAM_SEND_TIMEOUT_SECONDS=0.3, STREAM_QUEUE_SIZE=10)
-    broker._local_layer = None  # a fresh in-memory layer with the small queue
+    set_mcp(settings, STREAM_SEND_TIMEOUT_SECONDS=0.3)
+    layer = in_memory_layer(settings, capacity=10)  # messages buffered per stream
     inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     await inbox.put(
         {"type": "http.request", "body": listen_body(1, {"resourcesListChanged": True}), "more_body": False}
     )
     sent: list[dict[str, Any]] = []
-    stuck = asyncio.Event()
 
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
         if message["type"] == "http.response.body" and len(sent) >= 3:
-            stuck.set()
             await asyncio.Event().wait()  # the peer never reads again
 
     task = asyncio.ensure_future(app(scope("POST", listen_headers(people.alice_token)), inbox.get, send))
     try:
-        while len(sent) < 2:
-            await asyncio.sleep(0.01)
+        await until(lambda: len(sent) >= 2, 10, "the acknowledgement")
         assert sent[0]["status"] == 200
         assert ACKNOWLEDGED.encode() in sent[1]["body"]
-        layer = broker.get_layer()
         # What the layer retains for the stuck stream (messages are deep-copied into its queue) stays bounded.
         retained = [tracemalloc.Filter(True, "*/channels/layers.py"), tracemalloc.Filter(True, "*/copy.py")]
         tracemalloc.start()
@@ -680,16 +722,15 @@ async def test_a_client_that_never_reads_is_ended_and_memory_stays_flat(
         await asyncio.wait_for(task, 3)  # ended: the write timed out
     finally:
         task.cancel()
-        broker._local_layer = None
     assert dict(streams._open_streams) == {}
     assert broker.LIST_CHANGED_GROUP not in layer.groups
 
 
-# Legacy sessions ------------------------------------------------------------------------------------------------------
+# Sessions of 2025-11-25 ---------------------------------------------------------------------------------------------
 
 
-def legacy_headers(token: str | None, session: str | None = None) -> dict[str, str]:
-    headers = {"mcp-protocol-version": LEGACY}
+def session_headers(token: str | None, session: str | None = None) -> dict[str, str]:
+    headers = {"mcp-protocol-version": V2025_11_25}
     if token is not None:
         headers["authorization"] = f"Bearer {token}"
     if session is not None:
@@ -697,12 +738,16 @@ def legacy_headers(token: str | None, session: str | None = None) -> dict[str, s
     return headers
 
 
-async def new_session(app: MCPApplication, token: str) -> str:
+async def new_session(app: Any, token: str) -> str:
     body = {
         "jsonrpc": "2.0",
         "id": 0,
         "method": "initialize",
-        "params": {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "pytest", "version": "0"}},
+        "params": {
+            "protocolVersion": V2025_11_25,
+            "capabilities": {},
+            "clientInfo": {"name": "pytest", "version": "0"},
+        },
     }
     status, headers, payload = await post(app, body, {"authorization": f"Bearer {token}"})
     assert status == 200, payload
@@ -710,10 +755,10 @@ async def new_session(app: MCPApplication, token: str) -> str:
     return headers["mcp-session-id"]
 
 
-async def open_session_stream(app: MCPApplication, token: str, session: str | None = None) -> Exchange:
+async def open_session_stream(app: Any, token: str, session: str | None = None) -> Exchange:
     session = session or await new_session(app, token)
     exchange = await Exchange(
-        app, scope("GET", {**legacy_headers(token, session), "accept": "text/event-stream"})
+        app, scope("GET", {**session_headers(token, session), "accept": "text/event-stream"})
     ).start()
     assert exchange.status == 200, await exchange.body()
     assert exchange.headers["content-type"] == "text/event-stream"
@@ -721,17 +766,17 @@ async def open_session_stream(app: MCPApplication, token: str, session: str | No
     return exchange
 
 
-async def legacy_call(app: MCPApplication, token: str, session: str, method: str, **params: Any) -> tuple[int, Any]:
+async def session_call(app: Any, token: str, session: str, method: str, **params: Any) -> tuple[int, Any]:
     body = {"jsonrpc": "2.0", "id": 11, "method": method, "params": params}
-    status, _, payload = await post(app, body, legacy_headers(token, session))
+    status, _, payload = await post(app, body, session_headers(token, session))
     return status, payload
 
 
-async def test_legacy_subscribe_updates_on_the_session_stream(app: MCPApplication, people: People) -> None:
+async def test_session_subscribe_updates_on_the_session_stream(app: Any, people: People) -> None:
     doc, other = people.alice_docs[0], people.alice_docs[1]
     session = await new_session(app, people.alice_token)
     stream = await open_session_stream(app, people.alice_token, session)
-    assert await legacy_call(app, people.alice_token, session, "resources/subscribe", uri=uri(doc)) == (
+    assert await session_call(app, people.alice_token, session, "resources/subscribe", uri=uri(doc)) == (
         200,
         {"jsonrpc": "2.0", "id": 11, "result": {}},
     )
@@ -743,10 +788,10 @@ async def test_legacy_subscribe_updates_on_the_session_stream(app: MCPApplicatio
     await stream.disconnect()
 
 
-async def test_legacy_subscriptions_made_before_the_stream_opens(app: MCPApplication, people: People) -> None:
+async def test_session_subscriptions_made_before_the_stream_opens(app: Any, people: People) -> None:
     doc = people.alice_docs[2]
     session = await new_session(app, people.alice_token)
-    status, _ = await legacy_call(app, people.alice_token, session, "resources/subscribe", uri=uri(doc))
+    status, _ = await session_call(app, people.alice_token, session, "resources/subscribe", uri=uri(doc))
     assert status == 200
     stream = await open_session_stream(app, people.alice_token, session)
     await in_thread(touch, doc)
@@ -754,14 +799,14 @@ async def test_legacy_subscriptions_made_before_the_stream_opens(app: MCPApplica
     await stream.disconnect()
 
 
-async def test_legacy_unsubscribe_stops_updates(app: MCPApplication, people: People) -> None:
+async def test_session_unsubscribe_stops_updates(app: Any, people: People) -> None:
     doc, other = people.alice_docs[0], people.alice_docs[1]
     session = await new_session(app, people.alice_token)
     stream = await open_session_stream(app, people.alice_token, session)
     for target in (doc, other):
-        status, _ = await legacy_call(app, people.alice_token, session, "resources/subscribe", uri=uri(target))
+        status, _ = await session_call(app, people.alice_token, session, "resources/subscribe", uri=uri(target))
         assert status == 200
-    assert await legacy_call(app, people.alice_token, session, "resources/unsubscribe", uri=uri(doc)) == (
+    assert await session_call(app, people.alice_token, session, "resources/unsubscribe", uri=uri(doc)) == (
         200,
         {"jsonrpc": "2.0", "id": 11, "result": {}},
     )
@@ -777,10 +822,10 @@ async def test_legacy_unsubscribe_stops_updates(app: MCPApplication, people: Peo
     await later.disconnect()
 
 
-async def test_a_second_get_takes_over(app: MCPApplication, people: People) -> None:
+async def test_a_second_get_takes_over(app: Any, people: People) -> None:
     doc = people.alice_docs[0]
     session = await new_session(app, people.alice_token)
-    status, _ = await legacy_call(app, people.alice_token, session, "resources/subscribe", uri=uri(doc))
+    status, _ = await session_call(app, people.alice_token, session, "resources/subscribe", uri=uri(doc))
     assert status == 200
     older = await open_session_stream(app, people.alice_token, session)
     newer = await open_session_stream(app, people.alice_token, session)
@@ -791,21 +836,21 @@ async def test_a_second_get_takes_over(app: MCPApplication, people: People) -> N
     await newer.disconnect()
 
 
-async def test_another_users_session_is_404(app: MCPApplication, people: People) -> None:
+async def test_another_users_session_is_404(app: Any, people: People) -> None:
     session = await new_session(app, people.alice_token)
     stream = await open_session_stream(app, people.alice_token, session)
     for token in (people.bob_token, None):
-        get = await Exchange(app, scope("GET", legacy_headers(token, session))).start()
+        get = await Exchange(app, scope("GET", session_headers(token, session))).start()
         assert get.status == 404 if token else get.status in (401, 404)
         await get.body()
-    status, payload = await legacy_call(
+    status, payload = await session_call(
         app, people.bob_token, session, "resources/subscribe", uri=uri(people.bob_docs[0])
     )
     assert status == 404
     assert payload["error"]["code"] == -32600
     # Nothing about bob's document reached alice's stream; alice's own subscription still works.
     await in_thread(touch, people.bob_docs[0])
-    status, _ = await legacy_call(
+    status, _ = await session_call(
         app, people.alice_token, session, "resources/subscribe", uri=uri(people.alice_docs[0])
     )
     await in_thread(touch, people.alice_docs[0])
@@ -813,10 +858,10 @@ async def test_another_users_session_is_404(app: MCPApplication, people: People)
     await stream.disconnect()
 
 
-async def test_legacy_subscribe_to_an_unreadable_uri_is_refused(app: MCPApplication, people: People) -> None:
+async def test_session_subscribe_to_an_unreadable_uri_is_refused(app: Any, people: People) -> None:
     session = await new_session(app, people.alice_token)
     stream = await open_session_stream(app, people.alice_token, session)
-    status, payload = await legacy_call(
+    status, payload = await session_call(
         app, people.alice_token, session, "resources/subscribe", uri=uri(people.bob_docs[0])
     )
     assert status == 200
@@ -827,28 +872,26 @@ async def test_legacy_subscribe_to_an_unreadable_uri_is_refused(app: MCPApplicat
     await stream.disconnect()
 
 
-async def test_delete_of_the_session_ends_its_stream(app: MCPApplication, people: People) -> None:
+async def test_delete_of_the_session_ends_its_stream(app: Any, people: People) -> None:
     session = await new_session(app, people.alice_token)
     stream = await open_session_stream(app, people.alice_token, session)
-    exchange = await Exchange(app, scope("DELETE", legacy_headers(people.alice_token, session))).start()
+    exchange = await Exchange(app, scope("DELETE", session_headers(people.alice_token, session))).start()
     assert exchange.status == 204
     await exchange.body()
     assert await stream.until_closed(5) == []
     await stream.finished()
-    gone = await Exchange(app, scope("GET", legacy_headers(people.alice_token, session))).start()
+    gone = await Exchange(app, scope("GET", session_headers(people.alice_token, session))).start()
     assert gone.status == 404
     await gone.body()
 
 
-async def test_get_without_a_session_is_405(app: MCPApplication, people: People) -> None:
+async def test_get_without_a_session_is_405(app: Any, people: People) -> None:
     exchange = await Exchange(app, scope("GET", {"authorization": f"Bearer {people.alice_token}"})).start()
     assert exchange.status == 405
     await exchange.body()
 
 
-async def test_a_takeover_is_not_refused_by_the_stream_limit(
-    app: MCPApplication, people: People, settings: Any
-) -> None:
+async def test_a_takeover_is_not_refused_by_the_stream_limit(app: Any, people: People, settings: Any) -> None:
     """A client reconnecting its session's GET stream replaces the old one, even at STREAMS_PER_CALLER."""
     set_mcp(settings, STREAMS_PER_CALLER=1)
     session = await new_session(app, people.alice_token)
@@ -860,7 +903,7 @@ async def test_a_takeover_is_not_refused_by_the_stream_limit(
     assert await newer.event() == list_changed()
     # A stream of another session still counts: the limit holds.
     refused = await Exchange(
-        app, scope("GET", legacy_headers(people.alice_token, await new_session(app, people.alice_token)))
+        app, scope("GET", session_headers(people.alice_token, await new_session(app, people.alice_token)))
     ).start()
     assert refused.status == 429
     await refused.body()
@@ -871,26 +914,36 @@ async def test_a_takeover_is_not_refused_by_the_stream_limit(
 
 
 async def test_group_membership_outlives_the_layers_group_expiry(
-    app: MCPApplication, people: People, settings: Any
+    app: Any, people: People, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Layers drop group members after ``group_expiry`` (a day by default): a long-lived stream renews its own."""
-    settings.CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"group_expiry": 1}}
-    }
-    set_mcp(settings, KEEPALIVE_SECONDS=0.2)
+    """Layers drop group members after ``group_expiry`` (a day by default): a long-lived stream joins its groups
+    again every half ``group_expiry``. The clock jumps three expiries ahead, one at a time."""
+    layer = in_memory_layer(settings, group_expiry=60)
+    set_mcp(settings, STREAM_KEEPALIVE_SECONDS=0.05)  # the stream wakes often to look at the clock
+    clock = Clock().install(monkeypatch)
     doc = people.alice_docs[0]
     stream, _ = await opened(app, people.alice_token, uris=[uri(doc)], list_changes=True)
-    await asyncio.sleep(3.5)
+    groups = [broker.uri_group(uri(doc)), broker.LIST_CHANGED_GROUP]
+    [channel] = layer.groups[groups[0]]
+    # A member that never joins again: the layer drops it, as it would drop the stream's without renewal.
+    await layer.group_add(broker.LIST_CHANGED_GROUP, "stale.inmemory!never")
+    for _ in range(3):
+        clock.advance(61)
+        jumped = clock.time()
+        await until(
+            lambda: all(layer.groups[group][channel] >= jumped for group in groups),  # noqa: B023
+            5,
+            "the stream to join its groups again",
+        )
     await in_thread(touch, doc)
     assert await stream.event() == updated(uri(doc), 1)
     await in_thread(notify_resource_list_changed)
     assert await stream.event() == list_changed(1)
+    assert "stale.inmemory!never" not in layer.groups[broker.LIST_CHANGED_GROUP]
     await stream.disconnect()
 
 
-async def test_an_unreachable_channel_layer_is_a_clean_error(
-    app: MCPApplication, people: People, settings: Any
-) -> None:
+async def test_an_unreachable_channel_layer_is_a_clean_error(app: Any, people: People, settings: Any) -> None:
     settings.CHANNEL_LAYERS = {
         "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": ["redis://127.0.0.1:1/0"]}}
     }
@@ -910,34 +963,58 @@ async def test_an_unreachable_channel_layer_is_a_clean_error(
 # Shutdown through the ASGI lifespan protocol ----------------------------------------------------------------------
 
 
-async def test_lifespan_shutdown_ends_every_stream_gracefully(app: MCPApplication, people: People) -> None:
-    from asgiref.testing import ApplicationCommunicator
-
+async def test_lifespan_shutdown_ends_every_stream_gracefully(app: Any, people: People) -> None:
     lifespan = ApplicationCommunicator(app, {"type": "lifespan", "asgi": {"version": "3.0"}})
     await lifespan.send_input({"type": "lifespan.startup"})
     assert await lifespan.receive_output(5) == {"type": "lifespan.startup.complete"}
     first, _ = await opened(app, people.alice_token, request_id=1, list_changes=True)
     second, _ = await opened(app, people.bob_token, request_id="two", uris=[uri(people.bob_docs[0])])
-    legacy = await open_session_stream(app, people.alice_token)
+    session_stream = await open_session_stream(app, people.alice_token)
     await lifespan.send_input({"type": "lifespan.shutdown"})
     assert await lifespan.receive_output(10) == {"type": "lifespan.shutdown.complete"}
     for stream, request_id in ((first, 1), (second, "two")):
-        assert await stream.until_closed(1) == [
-            {
-                "jsonrpc": "2.0",
-                "id": request_id,
-                "result": {"resultType": "complete", "_meta": {SUBSCRIPTION_ID: request_id}},
-            }
-        ]
-    assert await legacy.until_closed(1) == []
+        assert await stream.until_closed(1) == [final_result(request_id)]
+        await stream.finished()
+    assert await session_stream.until_closed(1) == []
+    await session_stream.finished()
     await lifespan.wait(5)
     assert dict(streams._open_streams) == {}
+
+
+# No thread per stream ----------------------------------------------------------------------------------------------
+
+
+async def test_open_streams_hold_no_thread(app: Any, people: People, settings: Any) -> None:
+    """With one worker thread for the whole event loop, 220 streams stay open at once and are all notified; the
+    process's thread count does not grow with them."""
+    set_mcp(settings, STREAMS_PER_CALLER=1000)
+    loop = asyncio.get_running_loop()
+    only = ThreadPoolExecutor(1, thread_name_prefix="only-worker")
+    loop.set_default_executor(only)  # where MCPEndpoint checks each listen request, and where in_thread runs
+    open_streams: list[Exchange] = []
+    try:
+        for request_id in range(20):
+            open_streams.append((await opened(app, people.alice_token, request_id=request_id, list_changes=True))[0])
+        threads = threading.active_count()
+        for request_id in range(20, 220):
+            open_streams.append((await opened(app, people.alice_token, request_id=request_id, list_changes=True))[0])
+        assert threading.active_count() <= threads
+        assert sum(streams._open_streams.values()) == 220
+        await in_thread(notify_resource_list_changed)
+        for request_id, stream in enumerate(open_streams):
+            assert await stream.event() == list_changed(request_id)
+        assert threading.active_count() <= threads
+    finally:
+        for stream in open_streams:
+            await stream.disconnect()
+        loop.set_default_executor(ThreadPoolExecutor())
+        only.shutdown(wait=False)
 
 
 # Never a 500 ---------------------------------------------------------------------------------------------------------
 
 
-async def test_no_bad_request_is_ever_a_500(app: MCPApplication, people: People, settings: Any) -> None:
+async def test_no_bad_request_is_ever_a_500(app: Any, people: People, settings: Any) -> None:
     set_mcp(settings, URIS_PER_LISTEN=5)
     token = people.alice_token
     session = await new_session(app, token)
@@ -956,12 +1033,12 @@ async def test_no_bad_request_is_ever_a_500(app: MCPApplication, people: People,
         ("POST", listen_headers(token, origin="http://evil.example"), listen_body(1, {"resourcesListChanged": True})),
         ("POST", {**listen_headers(token), "mcp-session-id": session}, listen_body(1, {"resourcesListChanged": True})),
         ("POST", listen_headers(token), b"x" * (2 * 1024 * 1024)),
-        ("GET", legacy_headers(token, "\x01bad"), b""),
-        ("GET", legacy_headers(token, "x" * 300), b""),
-        ("GET", legacy_headers("not-a-token", session), b""),
-        ("GET", {**legacy_headers(token, session), "origin": "http://evil.example"}, b""),
-        ("DELETE", legacy_headers(token, "unknown"), b""),
-        ("DELETE", legacy_headers(people.bob_token, session), b""),
+        ("GET", session_headers(token, "\x01bad"), b""),
+        ("GET", session_headers(token, "x" * 300), b""),
+        ("GET", session_headers("not-a-token", session), b""),
+        ("GET", {**session_headers(token, session), "origin": "http://evil.example"}, b""),
+        ("DELETE", session_headers(token, "unknown"), b""),
+        ("DELETE", session_headers(people.bob_token, session), b""),
     ]
     for method, headers, body in cases:
         exchange = await Exchange(app, scope(method, headers)).start(body)
@@ -975,14 +1052,14 @@ async def test_no_bad_request_is_ever_a_500(app: MCPApplication, people: People,
     await stream.disconnect()
 
 
-async def test_concurrent_legacy_subscribes_are_all_kept(app: MCPApplication, people: People) -> None:
+async def test_concurrent_session_subscribes_are_all_kept(app: Any, people: People) -> None:
     """``resources/subscribe`` requests of one session in parallel: none of them is lost (stored or streamed)."""
     docs = await in_thread(
         lambda: [Document.objects.create(owner=people.alice, title=f"C{i}", body="c") for i in range(12)]
     )
     session = await new_session(app, people.alice_token)
     replies = await asyncio.gather(
-        *(legacy_call(app, people.alice_token, session, "resources/subscribe", uri=uri(doc)) for doc in docs)
+        *(session_call(app, people.alice_token, session, "resources/subscribe", uri=uri(doc)) for doc in docs)
     )
     assert all(status == 200 and "result" in payload for status, payload in replies), replies
     stream = await open_session_stream(app, people.alice_token, session)

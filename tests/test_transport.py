@@ -736,6 +736,28 @@ def test_initialize(endpoint: Endpoint, requested: str, negotiated: str) -> None
     assert len(session) >= 22
 
 
+def test_no_subscriptions_are_offered_where_no_stream_can_be_served(
+    endpoint: Endpoint, people: People, alice_token: str
+) -> None:
+    """Django's handler alone (here its WSGI handler) cannot hold a stream: subscriptions are neither announced nor
+    accepted (``MCPEndpoint`` serves them under ASGI, tests/test_streams.py), in both protocol eras."""
+    assert endpoint.initialize().result["capabilities"]["resources"] == {}
+    discovered = endpoint.call("server/discover").json["result"]
+    assert discovered["capabilities"]["resources"] == {}
+    session, version = endpoint.session("2025-11-25", token=alice_token)
+    doc = Document.objects.filter(owner=people.alice).first()
+    assert doc is not None
+    refused = endpoint.session_message(
+        session,
+        "resources/subscribe",
+        params={"uri": f"learn://documents/{doc.pk}"},
+        version=version,
+        token=alice_token,
+    )
+    assert refused.status == 200
+    assert refused.json["error"]["code"] == METHOD_NOT_FOUND
+
+
 def test_session_ids_are_unique(endpoint: Endpoint) -> None:
     ids = {endpoint.initialize().headers["Mcp-Session-Id"] for _ in range(5)}
     assert len(ids) == 5

@@ -25,6 +25,8 @@ from typing import Any
 from django.core.signals import setting_changed
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, router
 
+from mcp_resources.queries import native_timestamps
+
 logger = logging.getLogger("mcp_resources.auth")
 
 
@@ -83,14 +85,18 @@ def _query(alias: str, token_model: Any, application_model: Any, user_model: Any
     )
 
 
-def load_access_token(token: str) -> Any:
-    """The access token whose checksum matches ``token``, with its application and user, or ``None``."""
+@functools.cache
+def _models() -> tuple[Any, Any, Any]:
+    """The access token, application and user models (swappable: looked up again after a settings change)."""
     from django.contrib.auth import get_user_model
     from oauth2_provider.models import get_access_token_model, get_application_model
 
-    token_model = get_access_token_model()
-    application_model = get_application_model()
-    user_model = get_user_model()
+    return get_access_token_model(), get_application_model(), get_user_model()
+
+
+def load_access_token(token: str) -> Any:
+    """The access token whose checksum matches ``token``, with its application and user, or ``None``."""
+    token_model, application_model, user_model = _models()
     if (
         token_model._meta.get_field("application").related_model is not application_model
         or token_model._meta.get_field("user").related_model is not user_model
@@ -99,7 +105,7 @@ def load_access_token(token: str) -> Any:
     alias = router.db_for_read(token_model) or DEFAULT_DB_ALIAS
     query = _query(alias, token_model, application_model, user_model)
     checksum = hashlib.sha256(token.encode("utf-8")).hexdigest()
-    with connections[alias].cursor() as cursor:
+    with native_timestamps(alias), connections[alias].cursor() as cursor:
         cursor.execute(query.sql, [token_model._meta.get_field("token_checksum").get_prep_value(checksum)])
         row = cursor.fetchone()
     if row is None:
@@ -155,6 +161,7 @@ def validator_class(configured: type) -> type:
 def _settings_changed(*, setting: str, **kwargs: Any) -> None:
     if setting in ("DATABASES", "AUTH_USER_MODEL") or setting.startswith("OAUTH2_PROVIDER"):
         _query.cache_clear()
+        _models.cache_clear()
         validator_class.cache_clear()
 
 

@@ -26,10 +26,10 @@ from mcp_resources.listing.compiled import DeclaredListing, StaticListing, decla
 from mcp_resources.listing.keyset import decode_position, keyset_queryset, order_after, resolve_field
 from mcp_resources.listing.plan import ListPlan, list_plan
 from mcp_resources.listing.prefix import prefix_variables
-from mcp_resources.listing.queries import native_timestamps, statement_timeout
 from mcp_resources.models import StaticResource
 from mcp_resources.ownership import owner_of
 from mcp_resources.protocol.uris import MAX_URI_LENGTH, can_start_with
+from mcp_resources.queries import native_timestamps, statement_timeout
 from mcp_resources.resources import InventoryPage, ModelResourceTemplate, ResourceTemplate
 
 if TYPE_CHECKING:
@@ -145,6 +145,12 @@ def model_page(
     """One keyset page of a model template's scoped queryset, with the prefix pushed into the query."""
     assert template.model is not None
     ordering = list(template.ordering)
+    position = _position(template, ordering, after)
+    plan = list_plan(template)
+    if plan is not None and not prefix:
+        declared = declared_listing(template, plan.columns)
+        if declared is not None:
+            return _declared_page(declared, template, request, plan, position, limit, deadline)
     queryset = template.get_queryset(request)
     if prefix:
         split = prefix_variables(template.compiled, prefix)
@@ -162,12 +168,6 @@ def model_page(
             queryset = queryset.filter(**filters)
         except (ValueError, TypeError):
             return [], False
-    position = _position(template, ordering, after)
-    plan = list_plan(template)
-    if plan is not None and not prefix:
-        declared = declared_listing(template, plan.columns)
-        if declared is not None:
-            return _declared_page(declared, template, request, plan, position, limit, deadline)
     try:
         query = keyset_queryset(queryset, ordering, position, limit)
         if plan is not None:

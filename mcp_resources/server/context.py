@@ -24,13 +24,17 @@ class SessionSubscriptions(Protocol):
 
 @dataclass
 class CallContext:
-    """The caller of one request: its Django request, protocol version, principal, capabilities and session."""
+    """The caller of one request: its Django request, protocol version, principal, capabilities and session, and
+    whether its transport serves streams."""
 
     request: HttpRequest
     protocol_version: str = LATEST_VERSION
     principal: Principal = ANONYMOUS
     client_capabilities: dict[str, Any] = field(default_factory=dict)
     session: SessionSubscriptions | None = None
+    streams: bool = False
+    """Whether the transport serving this request can deliver notifications on a stream (subscriptions are offered
+    only then: under WSGI nothing could ever be delivered)."""
 
     def at_least(self, version: str) -> bool:
         """Whether the request speaks ``version`` or a later one (versions are dates)."""

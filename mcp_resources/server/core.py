@@ -101,7 +101,7 @@ class MCPServer:
         if (
             entry is None
             or ctx.protocol_version not in entry.versions
-            or (entry.subscriptions and not mcp_settings.subscriptions)
+            or (entry.subscriptions and not self.offers_subscriptions(ctx))
         ):
             raise MethodNotFound(f"Method not found: {method}"[:200])
         handler = getattr(self, entry.handler)
@@ -126,11 +126,18 @@ class MCPServer:
             return self._codec
         return _codec_for(tuple(mcp_settings.cursor_keys))
 
+    def offers_subscriptions(self, ctx: CallContext) -> bool:
+        """``SUBSCRIPTIONS`` is on and the request's transport can deliver notifications (``MCPEndpoint``)."""
+        return mcp_settings.subscriptions and ctx.streams
+
     def capabilities(self, ctx: CallContext) -> dict[str, Any]:
-        """Server capabilities; the ``prefix`` list filter is an extension (``experimental`` before 2026-07-28)."""
+        """Server capabilities; the ``prefix`` list filter is an extension (``experimental`` before 2026-07-28).
+
+        ``subscribe`` and ``listChanged`` are announced only where notifications can be delivered.
+        """
         extension = {PREFIX_EXTENSION: {"methods": ["resources/list", "resources/templates/list"]}}
         resources: dict[str, Any] = {}
-        if mcp_settings.subscriptions:
+        if self.offers_subscriptions(ctx):
             resources = {"subscribe": True, "listChanged": True}
         capabilities: dict[str, Any] = {"resources": resources}
         capabilities["extensions" if ctx.stateless else "experimental"] = extension

@@ -40,7 +40,7 @@ def uri_group(uri: str) -> str:
 
 
 def session_group(session_id: str) -> str:
-    """The control group of a legacy session's GET stream."""
+    """The control group of a 2025-11-25 session's GET stream."""
     return "mcp_resources.session." + hashlib.sha256(session_id.encode()).hexdigest()[:40]
 
 

@@ -48,7 +48,7 @@ from mcp_resources import cancellation
 from mcp_resources.conf import mcp_settings
 from mcp_resources.server import MCPServer
 from mcp_resources.transport.streams import Stream, StreamPlan, end_all_streams
-from mcp_resources.transport.views import MCPView, too_large_response
+from mcp_resources.transport.views import STREAMS_SCOPE_KEY, MCPView, too_large_response
 
 logger = logging.getLogger("mcp_resources.transport")
 
@@ -109,7 +109,7 @@ class MCPEndpoint:
             await self._stream(scope, receive, send, body, self.streams.prepare_listen)
             return
         token = cancellation.CancellationToken()
-        scope = {**scope, cancellation.SCOPE_KEY: token}
+        scope = {**scope, cancellation.SCOPE_KEY: token, STREAMS_SCOPE_KEY: True}
         if self.middleware:
             await self.django_app(scope, _replay(body, receive, token), send)
             return
@@ -120,7 +120,7 @@ class MCPEndpoint:
     async def _stream(
         self, scope: Scope, receive: Receive, send: Send, body: bytes, prepare: Callable[[HttpRequest], Any]
     ) -> None:
-        request = ASGIRequest(scope, io.BytesIO(body))
+        request = ASGIRequest({**scope, STREAMS_SCOPE_KEY: True}, io.BytesIO(body))
         outcome = await sync_to_async(_as_request, thread_sensitive=False)(prepare, request)
         if isinstance(outcome, StreamPlan):
             await Stream(outcome, receive, send).serve()

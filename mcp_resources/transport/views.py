@@ -48,6 +48,8 @@ from mcp_resources.transport.streams import StreamPlan
 logger = logging.getLogger("mcp_resources.transport")
 
 SESSION_HEADER = "Mcp-Session-Id"
+STREAMS_SCOPE_KEY = "mcp_resources.streams"
+"""Set in the ASGI scope by :class:`~mcp_resources.transport.asgi.MCPEndpoint`: this deployment serves streams."""
 FORCED_PRINCIPAL = "_mcp_forced_principal"
 """The request attribute through which :mod:`mcp_resources.test` authenticates a test request without a token."""
 
@@ -76,6 +78,12 @@ def is_stateless_request(message: jsonrpc.Message, version_header: str | None) -
     """True when a request announces 2026-07-28: the version header or the per-request ``_meta``."""
     meta = message.params.get("_meta")
     return version_header == V2026_07_28 or (isinstance(meta, dict) and PROTOCOL_VERSION_META in meta)
+
+
+def serves_streams(request: HttpRequest) -> bool:
+    """Whether the request came through :class:`~mcp_resources.transport.asgi.MCPEndpoint`, which serves streams."""
+    scope = getattr(request, "scope", None)
+    return isinstance(scope, dict) and bool(scope.get(STREAMS_SCOPE_KEY))
 
 
 def too_large_response() -> HttpResponse:
@@ -208,7 +216,7 @@ class MCPView(View):
             version, capabilities = check_stateless_request(request, message.method, message.params)
         except MCPError as exc:
             return error_response(exc.with_id(message.id))
-        ctx = CallContext(request, version, principal, capabilities)
+        ctx = CallContext(request, version, principal, capabilities, streams=serves_streams(request))
         return self.run(message, ctx)
 
     def initialize(self, request: HttpRequest, message: jsonrpc.Message, principal: Principal) -> HttpResponse:
@@ -219,7 +227,7 @@ class MCPView(View):
             error = InvalidParams("initialize needs a protocolVersion string", request_id=message.id)
             return error_response(error, 400)
         version = negotiate_version(requested)
-        ctx = CallContext(request, version, principal)
+        ctx = CallContext(request, version, principal, streams=serves_streams(request))
         try:
             result = self.get_server().call("initialize", message.params, ctx)
         except MCPError as exc:
@@ -249,7 +257,9 @@ class MCPView(View):
             return error_response(error.with_id(message.id), 400)
         if message.is_notification:
             return HttpResponse(status=202)
-        ctx = CallContext(request, session.protocol_version, principal, session=session)
+        ctx = CallContext(
+            request, session.protocol_version, principal, session=session, streams=serves_streams(request)
+        )
         return self.run(message, ctx)
 
     def run(self, message: jsonrpc.Message, ctx: CallContext) -> HttpResponse:
@@ -299,7 +309,7 @@ class MCPView(View):
                 principal = self.authenticate(request)
             except AuthenticationRequired as exc:
                 raise CredentialsRejected() from exc
-            return self.get_server().may_read(uri, CallContext(request, protocol_version, principal))
+            return self.get_server().may_read(uri, CallContext(request, protocol_version, principal, streams=True))
 
         return check
 
@@ -326,7 +336,7 @@ class MCPView(View):
         except MCPError as exc:
             return error_response(exc.with_id(message.id))
         server = self.get_server()
-        ctx = CallContext(request, version, principal, capabilities)
+        ctx = CallContext(request, version, principal, capabilities, streams=True)
         if server.sources() and not principal.authenticated:
             return self.auth_failure(request, AuthenticationRequired(server.inventory_scopes()))
         try:

@@ -1,11 +1,12 @@
-"""Settings for the queries of one listing: a statement timeout and, on PostgreSQL, psycopg's own timestamp loader.
+"""Settings for the app's own queries on PostgreSQL: a statement timeout, and psycopg's own timestamp loader.
 
-Both are context managers around the source's query; outside PostgreSQL they do nothing.
+Both are context managers around a query (a listing's page, a bearer token's row); elsewhere they do nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,21 +18,32 @@ from django.db import connections, transaction
 def statement_timeout(using: str, milliseconds: int) -> Iterator[None]:
     """Bound every query inside the block on PostgreSQL to ``milliseconds``; nothing outlives the block.
 
-    With client-side parameter binding (Django's default for psycopg) in autocommit mode, each query is sent as
-    ``SET LOCAL statement_timeout = N; <query>`` in one message, which PostgreSQL runs as one implicit transaction:
-    the timeout applies to that query alone, at no extra round trip. Otherwise (server-side binding, or inside an
-    enclosing transaction) the block runs in ``atomic()`` after ``SET LOCAL``, and an enclosing transaction gets its
-    previous value back afterwards.
+    In autocommit mode each query carries its own timeout, at no extra round trip; PostgreSQL runs the two as one
+    implicit transaction, so the timeout applies to that query alone:
+
+    - with client-side parameter binding (Django's default for psycopg) the query is sent as
+      ``SET LOCAL statement_timeout = N; <query>`` in one message;
+    - with server-side binding (``OPTIONS["server_side_binding"]``, which lets psycopg prepare repeated statements)
+      ``set_config('statement_timeout', N, true)`` and the query are sent in one pipeline sync (psycopg's pipeline
+      mode, PostgreSQL 14's libpq and later).
+
+    Otherwise (inside an enclosing transaction, or without pipeline mode) the block runs in ``atomic()`` after
+    ``SET LOCAL``, and an enclosing transaction gets its previous value back afterwards.
     """
     connection = connections[using]
     if connection.vendor != "postgresql" or milliseconds <= 0:
         yield
         return
     connection.ensure_connection()
-    if not connection.in_atomic_block and connection.get_autocommit() and client_side_binding(connection):
-        with connection.execute_wrapper(_TimeoutPrefix(int(milliseconds))):
-            yield
-        return
+    if not connection.in_atomic_block and connection.get_autocommit():
+        if client_side_binding(connection):
+            with connection.execute_wrapper(_TimeoutPrefix(int(milliseconds))):
+                yield
+            return
+        if pipeline_supported():
+            with connection.execute_wrapper(_TimeoutPipeline(int(milliseconds))):
+                yield
+            return
     # Inside an enclosing transaction (ATOMIC_REQUESTS, tests) SET LOCAL would outlive this block, since releasing
     # a savepoint keeps it: restore the previous value. A rolled-back savepoint undoes the SET by itself.
     nested = connection.in_atomic_block
@@ -58,6 +70,38 @@ def client_side_binding(connection: Any) -> bool:
     if not is_psycopg3:
         return True  # psycopg 2 always interpolates on the client
     return not connection.settings_dict.get("OPTIONS", {}).get("server_side_binding")
+
+
+@functools.cache
+def pipeline_supported() -> bool:
+    """Whether the driver is psycopg 3 with a libpq that has pipeline mode (PostgreSQL 14's libpq and later)."""
+    from django.db.backends.postgresql.psycopg_any import is_psycopg3
+
+    if not is_psycopg3:
+        return False
+    import psycopg
+
+    return bool(psycopg.Pipeline.is_supported())
+
+
+class _TimeoutPipeline:
+    """An execute wrapper sending ``set_config('statement_timeout', N, true)`` and each query in one pipeline sync.
+
+    The query itself still runs through Django's cursor (query logging, other execute wrappers); only the timeout
+    is queued on the driver's connection (``connection.connection``) first.
+    """
+
+    def __init__(self, milliseconds: int) -> None:
+        self.value = str(int(milliseconds))
+
+    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: dict[str, Any]) -> Any:
+        if many:
+            return execute(sql, params, many, context)
+        connection = context["connection"]
+        raw = connection.connection
+        with connection.wrap_database_errors, raw.pipeline():
+            raw.execute(_SET_TIMEOUT, [self.value])
+            return execute(sql, params, many, context)
 
 
 class _TimeoutPrefix:
