@@ -111,14 +111,7 @@ def main() -> None:
         f"{args.concurrency} connections, {args.rounds} rounds x {args.duration:g} s (+{args.warmup:g} s warm-up)",
         flush=True,
     )
-    samples = measure(
-        contenders,
-        rounds=args.rounds,
-        warmup=args.warmup,
-        duration=args.duration,
-        concurrency=args.concurrency,
-        check=same_page,
-    )
+    samples = measure(contenders, args, check=same_page)
     summary = {name: summarize(runs) for name, runs in samples.items()}
     for name, s in summary.items():
         print(f"  {describe(name, s)}")

@@ -249,14 +249,7 @@ def main() -> None:
         f"{args.rounds} rounds x {args.duration:g} s (+{args.warmup:g} s warm-up)",
         flush=True,
     )
-    samples = measure(
-        contenders,
-        rounds=args.rounds,
-        warmup=args.warmup,
-        duration=args.duration,
-        concurrency=args.concurrency,
-        check=same_page(page_size, expected),
-    )
+    samples = measure(contenders, args, check=same_page(page_size, expected))
     summary = {name: summarize(runs) for name, runs in samples.items()}
     ratios = {name: summary[name]["rps"] / summary["sdk"]["rps"] for name in names if name != "sdk"}
     paired = {name: paired_ratios(samples[name], samples["sdk"], "rps") for name in names if name != "sdk"}

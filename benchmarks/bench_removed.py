@@ -216,14 +216,7 @@ def main() -> None:
             f"{args.rounds} rounds x {args.duration:g} s (+{args.warmup:g} s warm-up)",
             flush=True,
         )
-        samples = measure(
-            contenders,
-            rounds=args.rounds,
-            warmup=args.warmup,
-            duration=args.duration,
-            concurrency=args.concurrency,
-            check=same_page,
-        )
+        samples = measure(contenders, args, check=same_page)
     finally:
         if not args.keep_worktree:
             remove_worktree()

@@ -288,18 +288,16 @@ def load(contender: Contender, *, warmup: float, duration: float, concurrency: i
 
 def measure(
     contenders: list[Contender],
-    *,
-    rounds: int,
-    warmup: float,
-    duration: float,
-    concurrency: int,
+    args: Any,
     check: Callable[[dict[str, dict[str, Any]]], None] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Start every contender, check its answer, run the interleaved rounds; always stop the servers.
 
+    ``args`` carries ``rounds``, ``warmup``, ``duration`` and ``concurrency`` (the scripts' common options).
     ``check`` receives every contender's first answer (by name) before the rounds, e.g. to check that all serve
     the same page. Returns every contender's rounds (``http_client.py``'s result plus CPU per request).
     """
+    rounds, warmup, duration, concurrency = args.rounds, args.warmup, args.duration, args.concurrency
     stop_on_sigterm()
     servers = Servers()
     samples: dict[str, list[dict[str, Any]]] = {c.name: [] for c in contenders}
