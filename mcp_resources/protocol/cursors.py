@@ -12,6 +12,7 @@ import base64
 import binascii
 import functools
 import hashlib
+import json
 import os
 import threading
 import time
@@ -39,9 +40,13 @@ _TO_URLSAFE = bytes.maketrans(b"+/", b"-_")
 
 
 def _dumps(payload: dict[str, Any]) -> bytes:
-    """Compact JSON (orjson). A position holds strings, integers, floats and lists of them; a NaN float would be
-    written as ``null``, which no position accepts (the cursor is refused, never misread)."""
-    return orjson.dumps(payload)
+    """Compact JSON: orjson, or the standard library for what orjson refuses (an integer past 64 bits). A position
+    holds strings, integers, floats and lists of them; a NaN float would be written as ``null``, which no position
+    accepts (the cursor is refused, never misread)."""
+    try:
+        return orjson.dumps(payload)
+    except TypeError:
+        return json.dumps(payload, separators=(",", ":")).encode()
 
 
 @dataclass(frozen=True)
@@ -99,8 +104,9 @@ class CursorCodec:
             raise InvalidCursor()
         try:
             data = key.aead.decrypt(raw[_KID_LEN : _KID_LEN + _NONCE_LEN], raw[_KID_LEN + _NONCE_LEN :], key.aad)
-            payload = orjson.loads(data)
-        except (InvalidTag, ValueError) as exc:  # orjson.JSONDecodeError is a ValueError
+            # The standard library's decoder: exact for integers past 64 bits, which orjson reads as floats.
+            payload = json.loads(data.decode())
+        except (InvalidTag, ValueError) as exc:
             raise InvalidCursor() from exc
         if not isinstance(payload, dict) or payload.get("v") != VERSION:
             raise InvalidCursor()
