@@ -187,7 +187,7 @@ def model_page(
     del rows[limit:]
     entries: list[Entry] = []
     if plan is not None:
-        pairs = [(plan.key(row), plan.resource(row)) for row in rows]
+        pairs = plan.entries(rows)
     else:
         attnames = [resolve_field(template.model, name).attname if name != "pk" else "pk" for name in ordering]
         pairs = [(tuple([getattr(obj, a) for a in attnames]), template.get_resource(request, obj)) for obj in rows]
@@ -226,7 +226,7 @@ def _declared_page(
     except (ValueError, TypeError):
         return [], False  # a position value the field cannot take names no record
     has_more = len(rows) > limit
-    return [(plan.key(row), plan.resource(row)) for row in rows[:limit]], has_more
+    return plan.entries(rows[:limit]), has_more
 
 
 def _position(template: ModelResourceTemplate, ordering: list[Any], after: Any) -> list[Any] | None:

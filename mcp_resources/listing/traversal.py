@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mcp_resources.cancellation import token_for
@@ -162,10 +163,11 @@ class Traversal:
             total = _batch_size(batch) if all(batch) else None
             if total is not None and used + total <= self.max_bytes:
                 # The whole batch fits (the usual case): one encoding measures it.
-                for key, resource in entries:
-                    starts.append((phase, after))
-                    resources.append(resource)
-                    after = key
+                keys = [key for key, _ in entries]
+                starts.extend(zip(repeat(phase), [after, *keys[:-1]]))
+                resources.extend(batch)
+                if keys:
+                    after = keys[-1]
                 used += total
             else:
                 for key, resource in entries:

@@ -147,7 +147,7 @@ class URITemplate:
         return spans
 
     @cached_property
-    def _expansion(self) -> tuple[tuple[str, str | None, str], ...]:
+    def expansion(self) -> tuple[tuple[str, str | None, str], ...]:
         """Each part as ``(literal, None, "")`` or ``("", variable name, the characters it keeps unencoded)``."""
         unreserved, reserved = _UNRESERVED.replace("\\", ""), _RESERVED.replace("\\", "")
         return tuple(
@@ -160,7 +160,7 @@ class URITemplate:
     def expand(self, variables: Mapping[str, object]) -> str:
         """Expand the template; ``{var}`` values are percent-encoded, ``{+var}`` keep reserved characters."""
         out = []
-        for literal, name, safe in self._expansion:
+        for literal, name, safe in self.expansion:
             if name is None:
                 out.append(literal)
                 continue
