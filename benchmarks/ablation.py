@@ -33,18 +33,21 @@ class SpeedUp:
     what: str
     off: str
     switch_off: Callable[[], None]
+    servers: tuple[str, ...] = ("gunicorn", "uvicorn")  # where it is on the request's path
 
 
 SPEED_UPS: dict[str, SpeedUp] = {}
 
 
-def speed_up(name: str, what: str, off: str) -> Callable[[Callable[[], None]], Callable[[], None]]:
-    """Register the decorated function as the switch that turns speed-up ``name`` off."""
+def speed_up(
+    name: str, what: str, off: str, servers: tuple[str, ...] = ("gunicorn", "uvicorn")
+) -> Callable[[Callable[[], None]], Callable[[], None]]:
+    """Register the decorated function as the switch that turns speed-up ``name`` off (on ``servers`` only)."""
 
     def register(switch_off: Callable[[], None]) -> Callable[[], None]:
         if name in SPEED_UPS:
             raise ValueError(f"speed-up {name!r} is registered twice")
-        SPEED_UPS[name] = SpeedUp(name, what, off, switch_off)
+        SPEED_UPS[name] = SpeedUp(name, what, off, switch_off, servers)
         return switch_off
 
     return register
@@ -154,6 +157,25 @@ def _token_loading_off() -> None:
         return validator_class
 
     replace(loading.validator_class, configured)
+
+
+@speed_up(
+    "wsgi-handler",
+    "under ASGI, MCPEndpoint runs Django's handler and the middleware synchronously in one worker thread",
+    "MCPEndpoint.as_asgi(django_asgi_app): Django's ASGI handler, two thread hops per synchronous middleware",
+    servers=("uvicorn",),
+)
+def _wsgi_handler_off() -> None:
+    from django.core.asgi import get_asgi_application
+
+    from mcp_resources.transport import asgi
+
+    plain_init = asgi.MCPEndpoint.__init__
+
+    def through_asgi(self: Any, django_app: Any = None, **kwargs: Any) -> None:
+        plain_init(self, django_app or get_asgi_application(), **kwargs)
+
+    asgi.MCPEndpoint.__init__ = through_asgi  # type: ignore[method-assign]
 
 
 def requested(value: str | None = None) -> list[str]:

@@ -2,9 +2,13 @@
 
 ``uvicorn benchmarks.asgi_fast:application`` routes exactly as ``testproject.asgi`` does (Channels'
 ``ProtocolTypeRouter``/``URLRouter``, the MCP path to :class:`~mcp_resources.transport.asgi.MCPEndpoint`, every
-other path to Django's ASGI handler). ``MCP_BENCH_ASGI_MIDDLEWARE=0`` builds the endpoint with
-``middleware=False``: the documented opt-in that serves MCP requests in one thread hop without Django's handler
-and without the project's middleware. Anything else (or unset) is the default, middleware on.
+other path to Django's ASGI handler).
+
+- ``MCP_BENCH_ASGI_HANDLER=asgi`` builds the endpoint with the project's Django ASGI application,
+  ``MCPEndpoint.as_asgi(django_asgi_app)``: MCP requests go through Django's ASGI handler (middleware in async
+  mode) instead of its WSGI handler in one worker thread (the default).
+- ``MCP_BENCH_ASGI_MIDDLEWARE=0`` builds the endpoint with ``middleware=False``: the documented opt-in that serves
+  MCP requests in one thread hop without Django's handler and without the project's middleware.
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ from django.urls import path, re_path  # noqa: E402
 from mcp_resources.transport.asgi import MCPEndpoint  # noqa: E402
 
 MIDDLEWARE = os.environ.get("MCP_BENCH_ASGI_MIDDLEWARE", "1") != "0"
+THROUGH_ASGI = os.environ.get("MCP_BENCH_ASGI_HANDLER") == "asgi"
 
-mcp_endpoint = MCPEndpoint.as_asgi(django_asgi_app, middleware=MIDDLEWARE)
+mcp_endpoint = MCPEndpoint.as_asgi(django_asgi_app if THROUGH_ASGI else None, middleware=MIDDLEWARE)
 
 application = ProtocolTypeRouter(
     {

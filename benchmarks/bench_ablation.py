@@ -1,8 +1,8 @@
 """The ablation (rule 4 of the speed-up rules): each remaining speed-up switched off, one at a time, end to end.
 
 For each server of the default deployment (``gunicorn testproject.wsgi``: one ``gthread`` worker with 2 threads,
-persistent database connections; ``uvicorn testproject.asgi:application``, a database connection per request, as
-Django advises under ASGI), one server with every speed-up on and one per speed-up with only that
+persistent database connections; ``uvicorn testproject.asgi:application`` with Django's connection pool, as Django
+advises under ASGI), one server with every speed-up on and one per speed-up with only that
 one switched off (``MCP_BENCH_ABLATE=<name>``, ``benchmarks/ablation.py``: the switches live in the benchmarks
 only). All of them serve the same authenticated ``resources/list`` page as item 5, measured in the same run with
 interleaved rounds (``benchmarks/serving.py``); each server logs the switch it applied, and all must serve the
@@ -11,7 +11,8 @@ same page.
 Each row: the speed-up, its server, requests per second with it off / with every speed-up on, p99 with it off /
 with every speed-up on. A speed-up earns its place when switching it off costs at least 10% of the requests per
 second (all-on / off >= 1.10) or raises p99 so that all-on cuts it by at least 10% (all-on / off <= 0.90) under
-either server; otherwise the verdict is "remove".
+either server; otherwise the verdict is "remove". A speed-up that is on the path of one server only (the ASGI
+endpoint's handler) is measured on that server.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.ablation import MARK, SPEED_UPS
 from benchmarks.common import load_fixture, mcp_body, mcp_headers, python_path, setup_django, write_result
 from benchmarks.serving import (
-    ASGI_DATABASE,
     Contender,
+    asgi_database,
     describe,
     free_port,
     gunicorn_argv,
@@ -42,7 +43,7 @@ from benchmarks.serving import (
 GAIN = 0.10  # the bar of rule 4: +10% requests per second, or -10% p99
 SERVERS = {
     "gunicorn": lambda port: (gunicorn_argv("testproject.wsgi:application", port), gunicorn_env()),
-    "uvicorn": lambda port: (uvicorn_argv("testproject.asgi:application", port), ASGI_DATABASE),
+    "uvicorn": lambda port: (uvicorn_argv("testproject.asgi:application", port), asgi_database()),
 }
 
 
@@ -84,6 +85,8 @@ def main() -> None:
     contenders: list[Contender] = []
     for kind in kinds:
         for switched in ["", *speed_ups]:
+            if switched and kind not in SPEED_UPS[switched].servers:
+                continue
             port = free_port()
             argv, env = SERVERS[kind](port)
             if switched:
@@ -119,6 +122,8 @@ def main() -> None:
     for name in speed_ups:
         per_server: dict[str, Any] = {}
         for kind in kinds:
+            if f"{kind}-{name}" not in summary:
+                continue
             on, off = summary[f"{kind}-all-on"], summary[f"{kind}-{name}"]
             rps_ratio = off["rps"] / on["rps"]
             p99_ratio = off["p99_ms"] / on["p99_ms"]

@@ -11,12 +11,17 @@ the same database with the same SQL, to the same token:
   WSGI handler, the demo's whole middleware stack), one worker process of the ``gthread`` class with 2 threads and
   HTTP keep-alive (gunicorn's ``sync`` worker closes every connection and belongs behind a buffering proxy);
 - ``ours-uvicorn``: the demo as it is served by default under ASGI, ``uvicorn testproject.asgi:application``
-  (Channels' routers, ``MCPEndpoint``, Django's ASGI handler, the whole middleware stack).
+  (Channels' routers, ``MCPEndpoint``, which runs Django's request handler with the whole middleware stack in one
+  worker thread), with Django's connection pool.
 
 Reported next to them, labelled as opt-ins and not the verdict:
 
+- ``ours-uvicorn-asgi``: ``MCPEndpoint.as_asgi(django_asgi_app)`` (``benchmarks/asgi_fast.py`` with
+  ``MCP_BENCH_ASGI_HANDLER=asgi``): the same requests handed to Django's ASGI handler, middleware in async mode;
 - ``ours-uvicorn-nomw``: ``MCPEndpoint(middleware=False)`` (``benchmarks/asgi_fast.py`` with
   ``MCP_BENCH_ASGI_MIDDLEWARE=0``): the view in one thread hop, no Django handler, no middleware;
+- ``ours-uvicorn+conn0``: the default ASGI server without the pool, a database connection per request
+  (``CONN_MAX_AGE`` 0, Django's default);
 - ``ours-gunicorn+ssb``: gunicorn with Django's ``server_side_binding`` on PostgreSQL (a project's database
   option; psycopg then prepares repeated statements, as the SDK server's connection does);
 - ``ours-gunicorn+tc``, ``ours-uvicorn+tc``: the two default servers with ``TOKEN_CACHE_TTL_SECONDS`` 30 (a
@@ -24,9 +29,8 @@ Reported next to them, labelled as opt-ins and not the verdict:
 - with ``--granian``: ``ours-granian-wsgi``, the same WSGI application under granian (HTTP in Rust).
 
 Database connections as Django's docs advise (``benchmarks/serving.py``): persistent under gunicorn
-(``CONN_MAX_AGE=None``, one per thread), none under Django's ASGI handler (``CONN_MAX_AGE=0``: a connection per
-request; ``ours-uvicorn+pool``, Django's pool, is reported too when psycopg_pool is installed); the SDK keeps one
-psycopg connection. Ours
+(``CONN_MAX_AGE=None``, one per thread), Django's pool under uvicorn (or a connection per request where
+psycopg_pool is missing); the SDK keeps one psycopg connection. Ours
 receives a 2026-07-28 ``resources/list`` with a sealed cursor; the SDK the same request with its own plain cursor.
 Load: ``http_client.py`` (``benchmarks/serving.py``), rounds interleaved, medians compared. Targets: ours >= 1.0x
 the SDK's requests per second under gunicorn and under uvicorn, with the token cache off (the default).
@@ -56,12 +60,12 @@ from benchmarks.common import (
 )
 from benchmarks.serving import (
     ASGI_DATABASE,
-    ASGI_POOL,
     BIN,
     GUNICORN_THREADS,
     PYTHON,
     WSGI_DATABASE,
     Contender,
+    asgi_database,
     describe,
     free_port,
     gunicorn_argv,
@@ -77,11 +81,12 @@ TARGETS = {"ours-gunicorn": 1.0, "ours-uvicorn": 1.0}
 UNKNOWN_TOKEN = "not-a-token-of-this-server"  # every server must answer it with a 401 before the rounds
 CACHE_TTL = 30  # seconds, for the "+tc" servers: the revocation bound docs/oauth.md suggests
 OPT_INS = {
+    "ours-uvicorn-asgi": "uvicorn, `MCPEndpoint.as_asgi(django_asgi_app)`: Django's ASGI handler, middleware on",
     "ours-uvicorn-nomw": "uvicorn, `MCPEndpoint(middleware=False)`: no Django handler, no middleware",
     "ours-gunicorn+tc": f"gunicorn, `TOKEN_CACHE_TTL_SECONDS` {CACHE_TTL}",
     "ours-uvicorn+tc": f"uvicorn, `TOKEN_CACHE_TTL_SECONDS` {CACHE_TTL}",
     "ours-gunicorn+ssb": "gunicorn, Django's `server_side_binding` (psycopg prepares repeated statements)",
-    "ours-uvicorn+pool": "uvicorn, Django's connection pool (`OPTIONS['pool']`) instead of a connection per request",
+    "ours-uvicorn+conn0": "uvicorn, a database connection per request (`CONN_MAX_AGE` 0) instead of Django's pool",
     "ours-granian-wsgi": "the same WSGI application under granian (HTTP in Rust; reported only)",
 }
 
@@ -139,13 +144,13 @@ def main() -> None:
     server, _ = core_objects()
     ctx = context_for(user)
     where = {"cursor": page["cursor"], "skip": page["skip"]}
-    names = ["sdk", "ours-gunicorn", "ours-uvicorn", "ours-uvicorn-nomw"]
+    names = ["sdk", "ours-gunicorn", "ours-uvicorn", "ours-uvicorn-asgi", "ours-uvicorn-nomw"]
     if not os.environ.get("MCP_BENCH_TOKEN_CACHE_TTL"):
         names += ["ours-gunicorn+tc", "ours-uvicorn+tc"]
     if vendor == "postgresql" and os.environ.get("MCP_BENCH_PG_BINDING") != "server":
         names.append("ours-gunicorn+ssb")
     if pool_available():
-        names.append("ours-uvicorn+pool")
+        names.append("ours-uvicorn+conn0")
     if args.granian and (BIN / "granian").exists():
         names.append("ours-granian-wsgi")
     ports = {name: free_port() for name in names}
@@ -181,15 +186,18 @@ def main() -> None:
     servers: dict[str, tuple[list[str], dict[str, str]]] = {
         "sdk": ([PYTHON, str(BENCH_DIR / "sdk_server.py"), str(config_file), str(ports["sdk"])], {}),
         "ours-gunicorn": (gunicorn_argv("testproject.wsgi:application", ports["ours-gunicorn"]), gunicorn_env()),
-        "ours-uvicorn": (uvicorn_argv("testproject.asgi:application", ports["ours-uvicorn"]), ASGI_DATABASE),
+        "ours-uvicorn": (uvicorn_argv("testproject.asgi:application", ports["ours-uvicorn"]), asgi_database()),
+        "ours-uvicorn-asgi": (
+            uvicorn_argv("benchmarks.asgi_fast:application", ports["ours-uvicorn-asgi"]),
+            {"MCP_BENCH_ASGI_HANDLER": "asgi", **asgi_database()},
+        ),
         "ours-uvicorn-nomw": (
             uvicorn_argv("benchmarks.asgi_fast:application", ports["ours-uvicorn-nomw"]),
-            # Without Django's handler the view runs in the loop's executor threads, which keep their connections.
-            {"MCP_BENCH_ASGI_MIDDLEWARE": "0", **WSGI_DATABASE},
+            {"MCP_BENCH_ASGI_MIDDLEWARE": "0", **asgi_database()},
         ),
-        "ours-uvicorn+pool": (
-            uvicorn_argv("testproject.asgi:application", ports.get("ours-uvicorn+pool", 0)),
-            ASGI_POOL,
+        "ours-uvicorn+conn0": (
+            uvicorn_argv("testproject.asgi:application", ports.get("ours-uvicorn+conn0", 0)),
+            ASGI_DATABASE,
         ),
         "ours-gunicorn+ssb": (
             gunicorn_argv("testproject.wsgi:application", ports.get("ours-gunicorn+ssb", 0)),
@@ -201,7 +209,7 @@ def main() -> None:
         ),
         "ours-uvicorn+tc": (
             uvicorn_argv("testproject.asgi:application", ports.get("ours-uvicorn+tc", 0)),
-            {**ASGI_DATABASE, **tc},
+            {**asgi_database(), **tc},
         ),
         "ours-granian-wsgi": (
             [

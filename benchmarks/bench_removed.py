@@ -51,6 +51,7 @@ from benchmarks.serving import (
     ASGI_DATABASE,
     PYTHON,
     Contender,
+    asgi_database,
     describe,
     free_port,
     gunicorn_argv,
@@ -191,7 +192,7 @@ def main() -> None:
             if kind == "gunicorn":
                 argv, env = gunicorn_argv("testproject.wsgi:application", port), gunicorn_env()
             else:
-                argv, env = uvicorn_argv("testproject.asgi:application", port), ASGI_DATABASE
+                argv, env = uvicorn_argv("testproject.asgi:application", port), asgi_database()
             contenders.append(
                 Contender(
                     name=f"current-{kind}",

@@ -26,10 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import BENCH_DIR, RESULTS_DIR, load_fixture, mcp_body, mcp_headers, python_path, setup_django
 from benchmarks.serving import (
-    ASGI_DATABASE,
     PYTHON,
     Contender,
     Servers,
+    asgi_database,
     check_answer,
     free_port,
     gunicorn_argv,
@@ -145,10 +145,12 @@ def main() -> None:
     page = http_page(load_fixture())
     env = {**os.environ, "PYTHONPATH": python_path(), "DJANGO_SETTINGS_MODULE": "benchmarks.settings"}
     env.pop("MCP_BENCH_TOKEN_CACHE_TTL", None)
+    asgi_db = asgi_database()
     kinds: dict[str, tuple[str, dict[str, str]]] = {
         "ours-gunicorn": ("testproject.wsgi:application", gunicorn_env()),
-        "ours-uvicorn": ("testproject.asgi:application", ASGI_DATABASE),
-        "ours-uvicorn-nomw": ("benchmarks.asgi_fast:application", {"MCP_BENCH_ASGI_MIDDLEWARE": "0", **ASGI_DATABASE}),
+        "ours-uvicorn": ("testproject.asgi:application", asgi_db),
+        "ours-uvicorn-asgi": ("benchmarks.asgi_fast:application", {"MCP_BENCH_ASGI_HANDLER": "asgi", **asgi_db}),
+        "ours-uvicorn-nomw": ("benchmarks.asgi_fast:application", {"MCP_BENCH_ASGI_MIDDLEWARE": "0", **asgi_db}),
     }
     report: dict[str, Any] = {"page": page["label"], "seconds": args.seconds, "servers": {}}
     text = [f"# py-spy --gil of each server under load ({page['label']}, 8 connections, {args.seconds:g} s)"]

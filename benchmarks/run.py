@@ -168,7 +168,7 @@ def summarize(results: dict[str, Any]) -> list[dict[str, Any]]:
     if http:
         for label, server in (
             ("gunicorn (Django's WSGI handler, middleware on)", "ours-gunicorn"),
-            ("uvicorn (Channels, MCPEndpoint, Django's ASGI handler, middleware on)", "ours-uvicorn"),
+            ("uvicorn (Channels, MCPEndpoint, Django's handler in one thread hop, middleware on)", "ours-uvicorn"),
         ):
             if server in http["ratios"]:
                 add(
@@ -234,7 +234,7 @@ def http_section(http: dict[str, Any]) -> list[str]:
         "ours-gunicorn": "default: `gunicorn testproject.wsgi`, gthread, 1 worker x 2 threads, Django's handler, "
         "middleware on",
         "ours-uvicorn": "default: `uvicorn testproject.asgi:application`, Channels' routers, `MCPEndpoint`, "
-        "Django's ASGI handler, middleware on",
+        "Django's handler in one worker thread, middleware on, Django's connection pool",
     }
     how.update({name: f"opt-in: {label}" for name, label in http.get("opt_ins", {}).items()})
     rows = []
@@ -277,7 +277,7 @@ def http_section(http: dict[str, Any]) -> list[str]:
 
 
 def ablation_section(ablation: dict[str, Any]) -> list[str]:
-    kinds = list(ablation["rows"][0]["servers"]) if ablation["rows"] else []
+    kinds = list(dict.fromkeys(kind for row in ablation["rows"] for kind in row["servers"]))
     header = ["speed-up", "what it does", "switched off: what runs instead"]
     for kind in kinds:
         header += [f"{kind}: req/s off/on", f"{kind}: p99 off/on"]
@@ -286,8 +286,8 @@ def ablation_section(ablation: dict[str, Any]) -> list[str]:
     for row in ablation["rows"]:
         cells = [f"`{row['speed_up']}`", row["what"], row["off"]]
         for kind in kinds:
-            entry = row["servers"][kind]
-            cells += [fmt_ratio(entry["rps_ratio"]), fmt_ratio(entry["p99_ratio"])]
+            entry = row["servers"].get(kind)
+            cells += [fmt_ratio(entry["rps_ratio"]), fmt_ratio(entry["p99_ratio"])] if entry else ["n/a", "n/a"]
         cells.append(row["verdict"])
         rows.append(cells)
     all_on = ", ".join(

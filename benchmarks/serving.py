@@ -34,13 +34,19 @@ PYTHON = sys.executable
 BIN = Path(sys.executable).parent
 GUNICORN_THREADS = 2  # gunicorn's threads per worker process, as docs/quickstart.md advises
 # Database connections as Django's docs advise for each kind of server. Under WSGI, persistent connections (the
-# production norm: one per worker thread). Under Django's ASGI handler, none: "When using ASGI, persistent
-# connections should be disabled" (each request runs in a thread of its own context, and a persistent connection
-# per context piles up until the garbage collector frees it: PostgreSQL's 100 connections run out). Django's pool
-# (``OPTIONS["pool"]``, needs psycopg_pool) is the alternative its docs name.
+# production norm: one per worker thread). Under ASGI, not persistent ones: "When using ASGI, persistent
+# connections should be disabled" (under Django's ASGI handler each request runs in a thread of its own context,
+# and a persistent connection per context piles up until the garbage collector frees it: PostgreSQL's 100
+# connections run out), but Django's pool (``OPTIONS["pool"]``, needs psycopg_pool), the alternative its docs name.
 WSGI_DATABASE = {"MCP_BENCH_CONN_MAX_AGE": "none"}
 ASGI_DATABASE = {"MCP_BENCH_CONN_MAX_AGE": "0"}
 ASGI_POOL = {"MCP_BENCH_CONN_MAX_AGE": "0", "MCP_BENCH_DB_POOL": "1"}
+
+
+def asgi_database() -> dict[str, str]:
+    """The database configuration of the uvicorn servers: Django's pool where psycopg_pool is installed, else a
+    connection per request."""
+    return ASGI_POOL if pool_available() else ASGI_DATABASE
 
 
 @dataclass

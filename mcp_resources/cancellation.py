@@ -104,9 +104,16 @@ class CancellationToken:
 
 
 def token_for(request: Any) -> CancellationToken | None:
-    """The token of ``request``, or ``None`` when it was not served through ``MCPEndpoint``."""
+    """The token of ``request``, or ``None`` when it was not served through ``MCPEndpoint``.
+
+    It travels in the ASGI scope (Django's ASGI request keeps it) or, when ``MCPEndpoint`` runs Django's WSGI
+    handler, in the environ (``request.META``): a WSGI server never puts a key with a dot there.
+    """
     scope = getattr(request, "scope", None)
     token = scope.get(SCOPE_KEY) if isinstance(scope, dict) else None
+    if token is None:
+        meta = getattr(request, "META", None)
+        token = meta.get(SCOPE_KEY) if isinstance(meta, dict) else None
     return token if isinstance(token, CancellationToken) else None
 
 

@@ -1,8 +1,8 @@
 """ASGI entry point: ``uvicorn testproject.asgi:application``.
 
 Channels' routers send the MCP path to :class:`mcp_resources.transport.asgi.MCPEndpoint`, which serves the
-subscription streams on the event loop and hands every other MCP request to Django's own ASGI handler (the
-middleware stack included). Every other path (admin, OAuth) goes straight to Django.
+subscription streams on the event loop and runs every other MCP request through Django's handler (the middleware
+stack included) in one worker thread. Every other path (admin, OAuth) goes straight to Django's ASGI handler.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from django.urls import path, re_path  # noqa: E402
 
 from mcp_resources.transport.asgi import MCPEndpoint  # noqa: E402
 
-mcp_endpoint = MCPEndpoint.as_asgi(django_asgi_app)
+mcp_endpoint = MCPEndpoint.as_asgi()
 
 application = ProtocolTypeRouter(
     {

@@ -105,6 +105,7 @@ class Exchange:
     scope: dict[str, Any]
     status: int = 0
     headers: dict[str, str] = field(default_factory=dict)
+    raw_headers: list[tuple[bytes, bytes]] = field(default_factory=list)
     closed: bool = False
     buffer: bytes = b""
     comments: list[str] = field(default_factory=list)
@@ -125,6 +126,7 @@ class Exchange:
         message = await self._next(timeout)
         assert message["type"] == "http.response.start", message
         self.status = message["status"]
+        self.raw_headers = list(message["headers"])
         self.headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in message["headers"]}
         return self
 

@@ -1,9 +1,11 @@
 """The ASGI deployment: Channels' routers with ``MCPEndpoint`` at ``/mcp`` and Django everywhere else.
 
-``testproject.asgi.application`` is driven in-process. A POST to ``/mcp`` goes through Django's ASGI handler and the
-project's middleware (a recording middleware added to ``MIDDLEWARE`` must see it); ``MCPEndpoint.as_asgi(...,
-middleware=False)`` skips both and still validates ``Host``, ``Origin`` and the token itself. A body over
-``MAX_REQUEST_BYTES`` is refused with 413 before Django reads it. The stream side is tested in test_streams.py.
+``testproject.asgi.application`` is driven in-process. A POST to ``/mcp`` goes through Django's request handler and
+the project's middleware (a recording middleware added to ``MIDDLEWARE`` must see it): by default Django's WSGI
+handler in one worker thread, or, with ``MCPEndpoint.as_asgi(django_asgi_app)``, Django's ASGI handler.
+``MCPEndpoint.as_asgi(middleware=False)`` skips both and still validates ``Host``, ``Origin`` and the token itself.
+A body over ``MAX_REQUEST_BYTES`` is refused with 413 before Django reads it. The stream side is tested in
+test_streams.py.
 """
 
 from __future__ import annotations
@@ -60,26 +62,47 @@ def recording_middleware(get_response: Callable[[HttpRequest], HttpResponseBase]
 
     def middleware(request: HttpRequest) -> HttpResponseBase:
         SEEN.append({"method": request.method, "path": request.path, "token": token_for(request) is not None})
+        HANDLERS.append((type(request).__name__, threading.current_thread().name))
         return get_response(request)
 
     return middleware
 
 
-@pytest.fixture
-def recorded(settings: Any) -> Iterator[list[dict[str, Any]]]:
-    """``recording_middleware`` appended to ``MIDDLEWARE`` of the project's Django ASGI application."""
+HANDLERS: list[tuple[str, str]] = []
+"""The request class (``WSGIRequest``, ``ASGIRequest``) and thread of each request ``recording_middleware`` saw."""
+
+
+def asgi_front() -> MCPEndpoint:
+    """The endpoint handing requests to the project's Django ASGI application (its handler in async mode)."""
     from testproject.asgi import django_asgi_app
 
+    return MCPEndpoint.as_asgi(django_asgi_app)
+
+
+def _load_middleware() -> None:
+    """Rebuild the middleware chains of the project's handlers (each builds its chain once, at start)."""
+    from testproject.asgi import django_asgi_app, mcp_endpoint
+
+    django_asgi_app.load_middleware(is_async=True)
+    assert mcp_endpoint.django_handler is not None
+    mcp_endpoint.django_handler.load_middleware()  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def recorded(settings: Any) -> Iterator[list[dict[str, Any]]]:
+    """``recording_middleware`` appended to ``MIDDLEWARE`` of the project's Django handlers."""
     original = list(settings.MIDDLEWARE)
     settings.MIDDLEWARE = [*original, f"{__name__}.recording_middleware"]
-    django_asgi_app.load_middleware(is_async=True)  # the handler builds its chain once, at start
+    _load_middleware()
     SEEN.clear()
+    HANDLERS.clear()
     try:
         yield SEEN
     finally:
         settings.MIDDLEWARE = original
-        django_asgi_app.load_middleware(is_async=True)
+        _load_middleware()
         SEEN.clear()
+        HANDLERS.clear()
 
 
 @pytest.fixture
@@ -177,6 +200,106 @@ async def test_other_paths_go_to_django(recorded: list[dict[str, Any]]) -> None:
     status, _, body = await call(application(), "GET", path="/.well-known/oauth-protected-resource/mcp")
     assert status == 200
     assert json.loads(body)["resource"] == RESOURCE
+
+
+async def test_by_default_a_post_runs_through_djangos_wsgi_handler_in_one_worker_thread(
+    recorded: list[dict[str, Any]], started_requests: list[str]
+) -> None:
+    status, _, _ = await call(application(), "POST", DISCOVER_HEADERS, DISCOVER)
+    assert status == 200
+    [(request_class, thread)] = HANDLERS
+    # Django's WSGI handler built the request and ran the whole chain, the view included, in one thread that is
+    # not the event loop's; Django's request signals were sent there too.
+    assert request_class == "WSGIRequest"
+    assert thread != threading.current_thread().name
+    assert started_requests == [thread]
+
+
+async def test_given_the_asgi_application_a_post_goes_through_djangos_asgi_handler(
+    recorded: list[dict[str, Any]],
+) -> None:
+    status, headers, body = await call(asgi_front(), "POST", DISCOVER_HEADERS, DISCOVER)
+    assert status == 200
+    assert json.loads(body)["result"]["resultType"] == "complete"
+    assert recorded == [{"method": "POST", "path": "/mcp", "token": True}]
+    assert [request_class for request_class, _ in HANDLERS] == ["ASGIRequest"]
+    assert headers["x-frame-options"] == "DENY"
+
+
+def two_cookies_middleware(get_response: Callable[[HttpRequest], HttpResponseBase]) -> Any:
+    """Sets two cookies on every response: both must reach the client."""
+
+    def middleware(request: HttpRequest) -> HttpResponseBase:
+        response = get_response(request)
+        response.set_cookie("first", "1")
+        response.set_cookie("second", "2")
+        return response
+
+    return middleware
+
+
+async def test_repeated_response_headers_from_the_middleware_all_reach_the_client(settings: Any) -> None:
+    original = list(settings.MIDDLEWARE)
+    settings.MIDDLEWARE = [*original, f"{__name__}.two_cookies_middleware"]
+    _load_middleware()
+    try:
+        exchange = await Exchange(application(), scope("POST", DISCOVER_HEADERS)).start(DISCOVER)
+        await exchange.body()
+        await exchange.finished()
+    finally:
+        settings.MIDDLEWARE = original
+        _load_middleware()
+    cookies = sorted(value.decode().split(";")[0] for name, value in exchange.raw_headers if name == b"set-cookie")
+    assert cookies == ["first=1", "second=2"]
+
+
+SCOPES = {
+    "plain": scope("POST", DISCOVER_HEADERS),
+    "repeated and underscored headers": {
+        **scope("POST", DISCOVER_HEADERS),
+        "headers": [
+            (b"host", b"127.0.0.1:8000"),
+            (b"x-forwarded-for", b"10.0.0.1"),
+            (b"x-forwarded-for", b"10.0.0.2"),
+            (b"x_forwarded_for", b"spoofed"),
+            (b"content-type", b"application/json; charset=utf-8"),
+            (b"authorization", b"Bearer abc"),
+            (b"cookie", b"a=1; b=2"),
+        ],
+    },
+    "a root path, a query string and a non-ASCII path": {
+        **scope("GET", {}, "/prefix/mcp/\u00e9t\u00e9"),
+        "root_path": "/prefix",
+        "query_string": b"a=1&b=%C3%A9&a=2",
+    },
+    "no client, no server, https": {**scope("DELETE", {}), "client": None, "server": None, "scheme": "https"},
+}
+
+
+@pytest.mark.parametrize("asgi_scope", SCOPES.values(), ids=SCOPES.keys())
+def test_the_wsgi_environ_makes_the_request_djangos_asgi_handler_makes(asgi_scope: dict[str, Any]) -> None:
+    """Differential: Django's WSGIRequest of ``wsgi_environ(scope, body)`` against Django's ASGIRequest of the scope."""
+    import io
+
+    from django.core.handlers.asgi import ASGIRequest
+    from django.core.handlers.wsgi import WSGIRequest
+
+    from mcp_resources.transport.asgi import wsgi_environ
+
+    body = b'{"jsonrpc": "2.0"}'
+    through_wsgi = WSGIRequest(wsgi_environ(asgi_scope, body))
+    through_asgi = ASGIRequest(asgi_scope, io.BytesIO(body))
+    for attribute in ("method", "path", "path_info", "scheme", "content_type", "encoding", "body"):
+        assert getattr(through_wsgi, attribute) == getattr(through_asgi, attribute), attribute
+    assert list(through_wsgi.GET.lists()) == list(through_asgi.GET.lists())
+    assert through_wsgi.COOKIES == through_asgi.COOKIES
+    assert {**through_wsgi.headers, "Content-Length": None} == {**through_asgi.headers, "Content-Length": None}
+    for key, value in through_asgi.META.items():
+        if not key.startswith("wsgi.") and key != "CONTENT_LENGTH":
+            assert through_wsgi.META[key] == str(value), key
+    assert through_wsgi.META["CONTENT_LENGTH"] == str(len(body))  # also for a chunked request
+    if asgi_scope["server"]:
+        assert through_wsgi.get_host() == through_asgi.get_host()
 
 
 # The opt-in fast front -------------------------------------------------------------------------------------------

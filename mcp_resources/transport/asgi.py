@@ -1,4 +1,4 @@
-"""The MCP path under ASGI: streams on the event loop, every other request through Django's own handler.
+"""The MCP path under ASGI: streams on the event loop, every other request through Django's handler.
 
 Route the endpoint's path to :class:`MCPEndpoint` with Channels' routers, in front of Django's ASGI application::
 
@@ -9,7 +9,7 @@ Route the endpoint's path to :class:`MCPEndpoint` with Channels' routers, in fro
     from django.urls import path, re_path
     from mcp_resources.transport.asgi import MCPEndpoint
 
-    mcp_endpoint = MCPEndpoint.as_asgi(django_asgi_app)
+    mcp_endpoint = MCPEndpoint.as_asgi()
     application = ProtocolTypeRouter({
         "http": URLRouter([path("mcp", mcp_endpoint), re_path(r"", django_asgi_app)]),
         "lifespan": mcp_endpoint,
@@ -19,14 +19,18 @@ Route the endpoint's path to :class:`MCPEndpoint` with Channels' routers, in fro
   are served here, on the event loop, with no thread per stream: the request is checked by
   :class:`~mcp_resources.transport.views.MCPView` in one thread hop, then the stream waits on the channel layer
   (:mod:`mcp_resources.transport.streams`).
-- Every other request (POST, DELETE) goes to Django's ASGI handler, so the project's middleware sees it, as any
-  request. The endpoint only bounds the body first (``MAX_REQUEST_BYTES``: a larger one is answered 413 before
-  Django spools it) and watches for the client's disconnect, which cancels the request's work
+- Every other request (POST, DELETE) goes through Django's request handler and the project's whole middleware
+  stack, as any request. By default the handler is Django's WSGI handler (``get_wsgi_application()``), run in one
+  worker thread: the middleware runs synchronously, as under gunicorn, in one thread hop for the whole request,
+  where Django's ASGI handler hops threads twice for every synchronous middleware (``MiddlewareMixin``) and once
+  more for the view (docs/performance.md). ``MCPEndpoint.as_asgi(django_asgi_app)`` hands these requests to that
+  ASGI application instead (the middleware then runs in Django's async mode: for a stack of async-only
+  middleware). Either way the endpoint bounds the body first (``MAX_REQUEST_BYTES``: a larger one is answered 413
+  before Django reads it) and watches for the client's disconnect, which cancels the request's work
   (:mod:`mcp_resources.cancellation`): a running ``resources/list`` query stops at once.
-- ``MCPEndpoint.as_asgi(django_asgi_app, middleware=False)`` opts out of the middleware: the view then runs in one
-  thread hop without Django's handler, which is faster under ASGI (docs/performance.md) but skips every
-  middleware of the project (Sentry, OpenTelemetry, security, CORS). The view still validates ``Host`` and
-  ``Origin`` and authenticates every request itself.
+- ``MCPEndpoint.as_asgi(middleware=False)`` opts out of the middleware: the view then runs in one thread hop
+  without Django's handler, which skips every middleware of the project (Sentry, OpenTelemetry, security, CORS).
+  The view still validates ``Host`` and ``Origin`` and authenticates every request itself.
 - As the ``lifespan`` application it ends the open streams at shutdown (2026-07-28 listeners with the final
   result).
 """
@@ -36,7 +40,9 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
+import sys
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -57,6 +63,7 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[..., Awaitable[None]]
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
 class _ClientGone(Exception):
@@ -64,23 +71,26 @@ class _ClientGone(Exception):
 
 
 class MCPEndpoint:
-    """The ASGI application for the MCP path: streams here, other requests on to ``django_app``.
+    """The ASGI application for the MCP path: streams here, other requests through Django's handler.
 
-    ``django_app`` is the project's Django ASGI application (default: a new ``get_asgi_application()``);
-    ``server`` serves another registry; ``middleware=False`` serves requests without Django's handler.
+    Without ``django_app``, requests other than streams run through Django's WSGI handler in one worker thread,
+    the project's middleware included; with it, they are handed to that ASGI application (the project's
+    ``get_asgi_application()``). ``server`` serves another registry; ``middleware=False`` serves requests with the
+    view alone, without Django's handler and the middleware.
     """
 
     def __init__(
         self, django_app: ASGIApp | None = None, *, server: MCPServer | None = None, middleware: bool = True
     ) -> None:
-        if django_app is None:
-            from django.core.asgi import get_asgi_application
-
-            django_app = get_asgi_application()
-        self.django_app: ASGIApp = django_app
+        self.django_app = django_app
         self.middleware = middleware
         self.view = MCPView.as_view(server=server)
         self.streams = MCPView(server=server)
+        self.django_handler: WSGIApp | None = None
+        if middleware and django_app is None:
+            from django.core.wsgi import get_wsgi_application
+
+            self.django_handler = get_wsgi_application()
 
     @classmethod
     def as_asgi(cls, django_app: ASGIApp | None = None, **initkwargs: Any) -> MCPEndpoint:
@@ -110,10 +120,10 @@ class MCPEndpoint:
             return
         token = cancellation.CancellationToken()
         scope = {**scope, cancellation.SCOPE_KEY: token, STREAMS_SCOPE_KEY: True}
-        if self.middleware:
+        if self.middleware and self.django_app is not None:
             await self.django_app(scope, _replay(body, receive, token), send)
             return
-        await self._serve_directly(scope, body, receive, send, token)
+        await self._serve_in_thread(scope, body, receive, send, token)
 
     # Streams ---------------------------------------------------------------------------------------------
 
@@ -138,13 +148,12 @@ class MCPEndpoint:
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
-    # Requests without Django's handler (middleware=False) ---------------------------------------------------
+    # Requests served in one worker thread: Django's WSGI handler, or the view alone (middleware=False) -------------
 
-    async def _serve_directly(
+    async def _serve_in_thread(
         self, scope: Scope, body: bytes, receive: Receive, send: Send, token: cancellation.CancellationToken
     ) -> None:
-        request = ASGIRequest(scope, io.BytesIO(body))
-        view = asyncio.ensure_future(sync_to_async(self._handle, thread_sensitive=False)(request, token))
+        view = asyncio.ensure_future(sync_to_async(self._handle, thread_sensitive=False)(scope, body, token))
         watcher = asyncio.ensure_future(_watch_disconnect(receive, token))
         try:
             response = await view
@@ -164,11 +173,13 @@ class MCPEndpoint:
             # A server refuses sends after the client has gone with an OSError (the ASGI spec): nobody to tell.
             logger.debug("the client disconnected while the response was sent")
 
-    def _handle(self, request: HttpRequest, token: cancellation.CancellationToken) -> HttpResponseBase:
+    def _handle(self, scope: Scope, body: bytes, token: cancellation.CancellationToken) -> HttpResponseBase | Answer:
         if token.cancelled:
             # The client left while the request waited for a free thread: no work, and nothing will be sent.
             return HttpResponse(status=204)
-        return _as_request(self.view, request)
+        if self.django_handler is not None:
+            return _through_wsgi(self.django_handler, wsgi_environ(scope, body))
+        return _as_request(self.view, ASGIRequest(scope, io.BytesIO(body)))
 
     # Plumbing --------------------------------------------------------------------------------------------
 
@@ -191,13 +202,98 @@ class MCPEndpoint:
                 return b"".join(chunks)
 
     @staticmethod
-    async def _send(response: HttpResponseBase, send: Send) -> None:
-        headers = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in response.items()]
+    async def _send(response: HttpResponseBase | Answer, send: Send) -> None:
+        answer = response if isinstance(response, Answer) else Answer.of(response)
+        headers = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in answer.headers]
+        if not any(name == b"content-length" for name, _ in headers) and answer.status not in (204, 304):
+            headers.append((b"content-length", str(len(answer.body)).encode("ascii")))
+        await send({"type": "http.response.start", "status": answer.status, "headers": headers})
+        await send({"type": "http.response.body", "body": answer.body})
+
+
+def wsgi_environ(scope: Scope, body: bytes) -> dict[str, Any]:
+    """The WSGI environ (PEP 3333) of an ASGI HTTP request whose whole ``body`` has been read.
+
+    Headers become ``HTTP_*`` keys as Django's ASGI request makes them (repeated headers joined with commas, names
+    with underscores dropped: they could pose as their hyphenated twins); ``CONTENT_LENGTH`` is the body's length,
+    also for a chunked request. The scope's ``mcp_resources.*`` keys (the cancellation token, the streams mark)
+    carry over, so the view finds them in ``request.META``.
+    """
+    root_path = scope.get("root_path", "")
+    path = scope["path"]
+    path_info = path[len(root_path) :] if root_path and path.startswith(root_path) else path
+    query = scope.get("query_string", b"")
+    environ: dict[str, Any] = {
+        "REQUEST_METHOD": scope["method"].upper(),
+        "SCRIPT_NAME": root_path.encode("utf-8").decode("latin-1"),
+        "PATH_INFO": path_info.encode("utf-8").decode("latin-1"),
+        "QUERY_STRING": query.decode("latin-1") if isinstance(query, bytes) else query,
+        "SERVER_PROTOCOL": "HTTP/" + scope.get("http_version", "1.1"),
+        "wsgi.version": (1, 0),
+        "wsgi.url_scheme": scope.get("scheme", "http"),
+        "wsgi.input": io.BytesIO(body),
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": True,
+        "wsgi.run_once": False,
+    }
+    server = scope.get("server")
+    environ["SERVER_NAME"], environ["SERVER_PORT"] = (
+        (str(server[0]), str(server[1] if server[1] is not None else 80)) if server else ("unknown", "0")
+    )
+    client = scope.get("client")
+    if client:
+        environ["REMOTE_ADDR"] = environ["REMOTE_HOST"] = str(client[0])
+        environ["REMOTE_PORT"] = str(client[1])
+    headers: dict[str, list[str]] = {}
+    for raw_name, raw_value in scope.get("headers") or ():
+        name = raw_name.decode("latin-1").lower()
+        if "_" in name:
+            continue
+        key = {"content-length": "CONTENT_LENGTH", "content-type": "CONTENT_TYPE"}.get(name)
+        headers.setdefault(key or "HTTP_" + name.upper().replace("-", "_"), []).append(raw_value.decode("latin-1"))
+    environ.update((key, ",".join(values)) for key, values in headers.items())
+    environ["CONTENT_LENGTH"] = str(len(body))
+    environ.update((key, value) for key, value in scope.items() if key.startswith("mcp_resources."))
+    return environ
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A whole HTTP response, ready for ASGI: its status, header pairs and body."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+    @classmethod
+    def of(cls, response: HttpResponseBase) -> Answer:
         body = response.content if isinstance(response, HttpResponse) else b""
-        if not any(name == b"content-length" for name, _ in headers) and response.status_code not in (204, 304):
-            headers.append((b"content-length", str(len(body)).encode("ascii")))
-        await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        return cls(response.status_code, list(response.items()), body)
+
+
+def _through_wsgi(handler: WSGIApp, environ: dict[str, Any]) -> Answer:
+    """Run ``environ`` through a WSGI application (Django's handler) and collect its whole response."""
+    started: list[tuple[str, list[tuple[str, str]]]] = []
+
+    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
+        started[:] = [(status, headers)]
+        return _no_write
+
+    result = handler(environ, start_response)
+    try:
+        content = b"".join(result)
+    finally:
+        close = getattr(result, "close", None)
+        if close is not None:
+            close()  # Django sends request_finished here, in this thread, as under a WSGI server
+    status, headers = started[0]
+    # Django's handler writes each Set-Cookie value with a leading space (``Morsel.output(header="")``).
+    return Answer(int(status.split(" ", 1)[0]), [(name, value.strip()) for name, value in headers], content)
+
+
+def _no_write(data: bytes) -> None:
+    raise RuntimeError("the WSGI write() callable is not supported: return the body")
 
 
 def _as_request(handler: Callable[[HttpRequest], Any], request: HttpRequest) -> Any:

@@ -83,7 +83,9 @@ def is_stateless_request(message: jsonrpc.Message, version_header: str | None) -
 def serves_streams(request: HttpRequest) -> bool:
     """Whether the request came through :class:`~mcp_resources.transport.asgi.MCPEndpoint`, which serves streams."""
     scope = getattr(request, "scope", None)
-    return isinstance(scope, dict) and bool(scope.get(STREAMS_SCOPE_KEY))
+    if isinstance(scope, dict) and scope.get(STREAMS_SCOPE_KEY):
+        return True
+    return request.META.get(STREAMS_SCOPE_KEY) is True  # MCPEndpoint running Django's WSGI handler
 
 
 def too_large_response() -> HttpResponse:
