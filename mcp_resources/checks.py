@@ -428,7 +428,7 @@ def _deploy_warning(message: str, hint: str, obj: str, id: str) -> checks.CheckM
 
 
 def check_deployment() -> list[checks.CheckMessage]:
-    """Cursor keys, the 2025-11-25 session cache and the subscriptions' channel layer, as several processes need them."""
+    """Cursor keys, the 2025-11-25 session cache and the channel layer, as several processes need them."""
     from mcp_resources.conf import mcp_settings
 
     messages: list[checks.CheckMessage] = []

@@ -121,8 +121,7 @@ class UnsupportedProtocolVersion(MCPError):
 
 
 INVALID_CURSOR_DETAIL = (
-    "The cursor may come from another server process or from an expired traversal: "
-    "list again without a cursor."
+    "The cursor may come from another server process or from an expired traversal: list again without a cursor."
 )
 """``error.data.detail`` of every refused cursor."""
 

@@ -20,7 +20,8 @@ BINDING = Binding("resources/list", "", "alice", "sources")
 def new_key() -> str:
     out = StringIO()
     call_command("mcp_cursor_key", stdout=out)
-    assert out.getvalue().endswith("\n") and out.getvalue().count("\n") == 1
+    assert out.getvalue().count("\n") == 1
+    assert out.getvalue().endswith("\n")
     return out.getvalue().strip()
 
 

@@ -124,5 +124,5 @@ def test_check_deploy_command_reports_all_three(settings: Any) -> None:
     call_command("check", "--deploy", "--tag", "mcp_resources", stdout=StringIO(), stderr=err)
     for id in ("W010", "W011", "W012"):
         assert f"mcp_resources.{id}" in err.getvalue()
-    with pytest.raises(SystemCheckError, match="mcp_resources.W010"):
+    with pytest.raises(SystemCheckError, match=r"mcp_resources\.W010"):
         call_command("check", "--deploy", "--tag", "mcp_resources", "--fail-level", "WARNING", stdout=StringIO())
