@@ -15,7 +15,7 @@ DEMO_ENV := MCP_RESOURCE_URI=http://127.0.0.1:$(PORT)/mcp
 NEEDS_DEMO_DB = @[ "$$MCP_TEST_DB" = postgres ] || [ -f "$(MCP_DEMO_DB)" ] || { \
 	echo "No demo database at $(MCP_DEMO_DB): run '$(strip make demo $(DEMO_ARGS))' first." >&2; exit 1; }
 
-.PHONY: install demo token manage test lint typecheck pytest pytest-postgres build-check conformance benchmarks clean
+.PHONY: install demo token manage test lint typecheck pytest pytest-postgres dist conformance benchmarks clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -84,6 +84,14 @@ pytest-postgres: install
 
 test: lint typecheck pytest pytest-postgres
 
+# The release artefacts as the package index gets them: an isolated `python -m build` (sdist, then the wheel from the
+# sdist), `twine check`, and scripts/check_dist.py (py.typed, templates, migrations, metadata, no tests in the sdist).
+dist: install
+	rm -rf dist
+	$(PY) -m build --outdir dist .
+	$(VENV)/bin/twine check --strict dist/*
+	$(PY) scripts/check_dist.py dist
+
 conformance: install
 	bash scripts/conformance.sh
 
@@ -91,4 +99,4 @@ benchmarks: install
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .conformance demo.sqlite3 .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .conformance demo.sqlite3 .pytest_cache .mypy_cache .ruff_cache build dist
