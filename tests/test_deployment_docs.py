@@ -34,6 +34,6 @@ def test_a_get_is_no_health_check() -> None:
 
 
 def test_a_host_outside_allowed_hosts_is_refused() -> None:
-    headers, body = documented_health_check()
+    _, body = documented_health_check()
     response = Client().post("/mcp", json.dumps(body), content_type="application/json", HTTP_HOST="10.0.0.5")
     assert response.status_code == 400
