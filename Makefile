@@ -6,7 +6,16 @@ PORT ?= 8000
 DEMO_DB ?= demo.sqlite3
 export MCP_DEMO_DB := $(abspath $(DEMO_DB))
 
-.PHONY: install demo test lint typecheck pytest pytest-postgres conformance benchmarks clean
+# `make token` and `make manage` run against the database and port of `make demo`, from a second terminal. USER is
+# taken from the command line only (the shell's own $USER is the login name); SCOPE is a space-separated list.
+SCOPE ?= documents:read
+TOKEN_USER := $(if $(filter command line,$(origin USER)),$(USER),alice)
+DEMO_ARGS := $(strip $(if $(filter-out 8000,$(PORT)),PORT=$(PORT)) $(if $(filter-out demo.sqlite3,$(DEMO_DB)),DEMO_DB=$(DEMO_DB)))
+DEMO_ENV := MCP_RESOURCE_URI=http://127.0.0.1:$(PORT)/mcp
+NEEDS_DEMO_DB = @[ "$$MCP_TEST_DB" = postgres ] || [ -f "$(MCP_DEMO_DB)" ] || { \
+	echo "No demo database at $(MCP_DEMO_DB): run '$(strip make demo $(DEMO_ARGS))' first." >&2; exit 1; }
+
+.PHONY: install demo token manage test lint typecheck pytest pytest-postgres dist conformance benchmarks clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +43,8 @@ demo: install
 	echo ""; \
 	echo "  $$TOKEN"; \
 	echo ""; \
+	echo "Another token, in a second terminal: make token USER=bob $(DEMO_ARGS)"; \
+	echo ""; \
 	echo "Read alice's document learn://documents/$$DOC with it (once the server below is up):"; \
 	echo ""; \
 	echo "  curl -s $$MCP_RESOURCE_URI -H 'Authorization: Bearer $$TOKEN' -H 'Content-Type: application/json' \\"; \
@@ -41,6 +52,14 @@ demo: install
 	echo "    -H 'Mcp-Name: learn://documents/$$DOC' -d '$$BODY'"; \
 	echo ""
 	MCP_RESOURCE_URI=http://127.0.0.1:$(PORT)/mcp $(VENV)/bin/uvicorn testproject.asgi:application --host 127.0.0.1 --port $(PORT)
+
+token: install
+	$(NEEDS_DEMO_DB)
+	@$(DEMO_ENV) $(PY) testproject/manage.py mcp_token --user "$(TOKEN_USER)" --scope "$(SCOPE)"
+
+manage: install
+	$(NEEDS_DEMO_DB)
+	@$(DEMO_ENV) $(PY) testproject/manage.py $(ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check .
@@ -65,6 +84,14 @@ pytest-postgres: install
 
 test: lint typecheck pytest pytest-postgres
 
+# The release artefacts as the package index gets them: an isolated `python -m build` (sdist, then the wheel from the
+# sdist), `twine check`, and scripts/check_dist.py (py.typed, templates, migrations, metadata, no tests in the sdist).
+dist: install
+	rm -rf dist
+	$(PY) -m build --outdir dist .
+	$(VENV)/bin/twine check --strict dist/*
+	$(PY) scripts/check_dist.py dist
+
 conformance: install
 	bash scripts/conformance.sh
 
@@ -72,4 +99,4 @@ benchmarks: install
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .conformance demo.sqlite3 .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .conformance demo.sqlite3 .pytest_cache .mypy_cache .ruff_cache build dist

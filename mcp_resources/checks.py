@@ -395,3 +395,87 @@ def check_channel_layer() -> list[checks.CheckMessage]:
 @checks.register("mcp_resources")
 def mcp_resources_channel_layer_check(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     return check_channel_layer()
+
+
+# Deployment: what must be shared by several workers and machines (docs/deployment.md) ---------------------
+# Registered with deploy=True: ``manage.py check --deploy`` runs them, development servers never warn.
+
+PER_PROCESS_CACHES = ("django.core.cache.backends.locmem.LocMemCache", "django.core.cache.backends.dummy.DummyCache")
+IN_MEMORY_LAYER = "channels.layers.InMemoryChannelLayer"
+
+
+def _is_backend(path: object, candidates: tuple[str, ...]) -> bool:
+    """Whether the dotted ``path`` names one of ``candidates`` or a subclass of one (an unimportable path: no)."""
+    if not isinstance(path, str):
+        return False
+    if path in candidates:
+        return True
+    try:
+        backend = import_string(path)
+    except ImportError:
+        return False
+    bases = []
+    for candidate in candidates:
+        try:
+            bases.append(import_string(candidate))
+        except ImportError:
+            continue
+    return isinstance(backend, type) and any(issubclass(backend, base) for base in bases)
+
+
+def _deploy_warning(message: str, hint: str, obj: str, id: str) -> checks.CheckMessage:
+    return checks.Warning(message, hint=hint, obj=obj, id=f"mcp_resources.{id}")
+
+
+def check_deployment() -> list[checks.CheckMessage]:
+    """Cursor keys, the 2025-11-25 session cache and the channel layer, as several processes need them."""
+    from mcp_resources.conf import mcp_settings
+
+    messages: list[checks.CheckMessage] = []
+    if not mcp_settings.cursor_keys:
+        messages.append(
+            _deploy_warning(
+                "MCP_RESOURCES['CURSOR_KEYS'] is not set: each process seals pagination cursors with a random key of "
+                "its own, so with several workers or machines page 2 fails at random (-32602 Invalid cursor), and "
+                "every restart ends the traversals in progress.",
+                "Set CURSOR_KEYS to a secret every process shares: `python manage.py mcp_cursor_key` prints a fresh "
+                "one (docs/deployment.md).",
+                "MCP_RESOURCES",
+                "W010",
+            )
+        )
+    alias = mcp_settings.session_cache
+    cache = (getattr(settings, "CACHES", None) or {}).get(alias)
+    if isinstance(cache, dict) and _is_backend(cache.get("BACKEND"), PER_PROCESS_CACHES):
+        messages.append(
+            _deploy_warning(
+                f"MCP_RESOURCES['SESSION_CACHE'] is {alias!r}, a {str(cache['BACKEND']).rsplit('.', 1)[-1]}: the "
+                "sessions of 2025-11-25 clients live in one process only, so with several workers or machines a "
+                "session's next request fails at random (404 Session not found)"
+                + (", and the dummy cache keeps none at all." if "Dummy" in str(cache["BACKEND"]) else "."),
+                "Point SESSION_CACHE at a cache every process shares (Redis, Memcached or the database cache).",
+                "MCP_RESOURCES",
+                "W011",
+            )
+        )
+    if mcp_settings.subscriptions:
+        layers = getattr(settings, "CHANNEL_LAYERS", None) or {}
+        layer = layers.get(mcp_settings.channel_layer)
+        if not layers or (isinstance(layer, dict) and _is_backend(layer.get("BACKEND"), (IN_MEMORY_LAYER,))):
+            messages.append(
+                _deploy_warning(
+                    "Subscriptions use an in-memory channel layer: a change saved in one process (another worker, "
+                    "another machine, a management command, a task queue) notifies none of the streams the other "
+                    "processes hold.",
+                    "Configure CHANNEL_LAYERS with channels-redis (the 'redis' extra) and name it in "
+                    "MCP_RESOURCES['CHANNEL_LAYER'], or set MCP_RESOURCES['SUBSCRIPTIONS'] = False.",
+                    "CHANNEL_LAYERS",
+                    "W012",
+                )
+            )
+    return messages
+
+
+@checks.register("mcp_resources", deploy=True)
+def mcp_resources_deployment_check(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    return check_deployment()

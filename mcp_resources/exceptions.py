@@ -120,13 +120,24 @@ class UnsupportedProtocolVersion(MCPError):
     http_status = 400
 
 
+INVALID_CURSOR_DETAIL = (
+    "The cursor may come from another server process or from an expired traversal: list again without a cursor."
+)
+"""``error.data.detail`` of every refused cursor."""
+
+
 class InvalidCursor(InvalidParams):
     """The cursor cannot be used: tampered, truncated, foreign, expired, or from another traversal.
 
-    Every cause answers the same ``-32602 "Invalid cursor"``: the client never learns which check failed.
+    Every cause answers the same ``-32602 "Invalid cursor"`` with the same ``data`` (what a client can do about it):
+    the client never learns which check failed. ``reason`` is for the server's own use (logs, tests), never sent.
     """
 
     default_message = "Invalid cursor"
+
+    def __init__(self, reason: str = "") -> None:
+        self.reason = reason
+        super().__init__(data={"detail": INVALID_CURSOR_DETAIL})
 
 
 # What a template's hooks raise ---------------------------------------------------------------------------------

@@ -98,3 +98,42 @@ def demo_server(demo_project: live.Project) -> Iterator[live.Server]:
         yield server
     finally:
         server.stop()
+
+
+# Several workers -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def workers_project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[live.Project]:
+    """The demo with an inventory of 2,000+ records (:data:`tests.live.INVENTORY`), Redis-shared sessions and
+    notifications, and responses that name their worker (:func:`tests.live.workers_project`)."""
+    with live.workers_project(tmp_path_factory.mktemp("workers")) as project:
+        yield project
+
+
+CURSOR_KEY = "a-cursor-key-every-worker-of-the-test-deployment-shares"
+
+
+@pytest.fixture(scope="module")
+def two_workers(workers_project: live.Project) -> Iterator[Callable[..., live.Server]]:
+    """``two_workers(kind, keyed=True)``: ``workers_project`` served by two worker processes of gunicorn
+    (``"gunicorn"``: ``testproject.wsgi``, gthread) or uvicorn (``"uvicorn"``: ``testproject.asgi``, ``--workers 2``).
+    ``keyed``: both workers share one ``CURSOR_KEYS`` secret; otherwise each seals with its own random key (the
+    default). Each server starts on first use, once per module, and is returned when both workers answer; any
+    client (the Python SDK, the TypeScript SDK) can walk it. ``server.tokens("alice")`` gives bearer tokens."""
+    servers: dict[tuple[str, bool], live.Server] = {}
+
+    def start(kind: str, keyed: bool = True) -> live.Server:
+        if (kind, keyed) not in servers:
+            env = {"MCP_CURSOR_KEYS": CURSOR_KEY} if keyed else {}
+            name = f"{kind}-2-workers-{'keyed' if keyed else 'unkeyed'}"
+            server = live.Server(workers_project, name=name, kind=kind, workers=2, env=env).start()
+            servers[(kind, keyed)] = server
+            live.wait_for_workers(server)
+        return servers[(kind, keyed)]
+
+    try:
+        yield start
+    finally:
+        for server in servers.values():
+            server.stop()

@@ -109,9 +109,16 @@ def rpc_error(call: Callable[[], Any]) -> MCPError:
     return info.value
 
 
+INVALID_CURSOR_DATA = {
+    "detail": "The cursor may come from another server process or from an expired traversal: "
+    "list again without a cursor."
+}
+"""``error.data`` of every refused cursor, whatever the cause (written out: the wire text is the contract)."""
+
+
 def assert_invalid_cursor(call: Callable[[], Any]) -> None:
     error = rpc_error(call)
-    assert (error.code, error.message, error.data) == (INVALID_PARAMS, "Invalid cursor", None)
+    assert (error.code, error.message, error.data) == (INVALID_PARAMS, "Invalid cursor", INVALID_CURSOR_DATA)
 
 
 def assert_generic_internal_error(call: Callable[[], Any], message: str = "Internal error") -> None:

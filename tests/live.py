@@ -6,7 +6,7 @@ Used through the fixtures of ``tests/conftest.py`` (``demo_project``, ``demo_ser
 setup builds a :class:`Project` with :func:`project` and starts :class:`Server` processes on it::
 
     with live.redis_database() as redis_url, live.project(tmp_path, redis_url=redis_url) as project:
-        server = live.Server(project, kind="uvicorn").start()   # or kind="gunicorn" (WSGI)
+        server = live.Server(project, kind="uvicorn").start()   # or kind="gunicorn" (WSGI); workers=2 for two
         token = server.token("alice")                            # bound to server.url
         ...
         server.stop()
@@ -21,6 +21,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import hashlib
+import http.client
 import json
 import os
 import secrets
@@ -348,6 +349,7 @@ class Server:
     project: Project
     name: str = "server"
     kind: str = "uvicorn"
+    workers: int = 1
     port: int = field(default_factory=free_port)
     env: dict[str, str] = field(default_factory=dict)
     process: subprocess.Popen[bytes] | None = None
@@ -369,14 +371,17 @@ class Server:
         if self.kind == "gunicorn":
             return [
                 *(sys.executable, "-m", "gunicorn", "testproject.wsgi:application"),
-                *("--bind", f"127.0.0.1:{self.port}", "--workers", "1", "--threads", "2", "--log-level", "warning"),
+                *("--bind", f"127.0.0.1:{self.port}", "--workers", str(self.workers), "--threads", "2"),
+                *("--log-level", "warning"),
                 *extra,
             ]
         if self.kind != "uvicorn":
             raise ValueError(f"unknown server kind {self.kind!r}")
         return [
             *(sys.executable, "-m", "uvicorn", "testproject.asgi:application"),
-            *("--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning", *extra),
+            *("--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"),
+            *(("--workers", str(self.workers)) if self.workers > 1 else ()),
+            *extra,
         ]
 
     def start(self, *extra: str, timeout: float = 60) -> Server:
@@ -431,3 +436,52 @@ class Server:
     def tokens(self, *users: str, scope: str = "documents:read") -> dict[str, str]:
         """Access tokens of ``users`` bound to this server's endpoint (made in one process)."""
         return self.project.make_tokens(self.url, *users, scope=scope)
+
+
+# Several workers ------------------------------------------------------------------------------------------
+
+INVENTORY = ("--alice", "2000", "--bob", "20", "--notes", "10")
+"""``load_demo_data`` arguments of an inventory of 2,000+ records: alice's 2,000 documents and 10 notes, and the
+static resources (about 41 pages of 50)."""
+
+WORKERS_SETTINGS = "tests.settings_workers"
+
+
+@contextlib.contextmanager
+def workers_project(workdir: Path, *, demo_data: tuple[str, ...] = INVENTORY, **env: str) -> Iterator[Project]:
+    """The demo project with ``demo_data`` as a deployment of several workers runs it: a Redis database of its own
+    for the 2025-11-25 sessions (the cache) and the notifications (the channel layer), and the settings
+    ``tests.settings_workers`` (``CURSOR_KEYS`` from ``MCP_CURSOR_KEYS``; every response names its worker process
+    in ``X-Test-Worker`` and the client's port in ``X-Test-Client-Port``). Serve it with
+    ``Server(project, kind=..., workers=2)`` and :func:`wait_for_workers`."""
+    with (
+        redis_database() as redis_url,
+        project(workdir, settings=WORKERS_SETTINGS, redis_url=redis_url, demo_data=demo_data, **env) as workers,
+    ):
+        yield workers
+
+
+def answering_worker(server: Server) -> tuple[str, str]:
+    """``(worker pid, client port)`` of one request on a new connection (a ``workers_project`` server)."""
+    from tests.settings_workers import CLIENT_PORT_HEADER, WORKER_HEADER
+
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    try:
+        connection.request("GET", "/.well-known/oauth-protected-resource/mcp", headers={"Connection": "close"})
+        response = connection.getresponse()
+        response.read()
+        return response.getheader(WORKER_HEADER, ""), response.getheader(CLIENT_PORT_HEADER, "")
+    finally:
+        connection.close()
+
+
+def wait_for_workers(server: Server, timeout: float = 120) -> set[str]:
+    """Wait until each of ``server.workers`` processes has answered a request on a new connection (a worker that is
+    still loading the project would leave every page to the others); the pids that answered."""
+    seen: set[str] = set()
+    deadline = time.monotonic() + timeout
+    while len(seen) < server.workers:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only workers {seen} of {server.name} answered:\n{server.logged()[-3000:]}")
+        seen.add(answering_worker(server)[0])
+    return seen

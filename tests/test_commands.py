@@ -83,14 +83,14 @@ def test_mcp_token_with_explicit_resources_and_scopes(alice):
         "--user",
         "alice",
         "--scope",
-        "  documents:read   extra  ",
+        "  documents:read   documents  ",
         "--resource",
         "https://a.example/mcp",
         "--resource",
         "https://b.example/mcp",
     )
     token = find_token(out.strip())
-    assert token.scope == "documents:read extra"
+    assert token.scope == "documents:read documents"
     assert token.resource == ["https://a.example/mcp", "https://b.example/mcp"]
     # The default lifetime is an hour.
     assert timezone.now() + timedelta(seconds=3500) < token.expires <= timezone.now() + timedelta(seconds=3600)
@@ -117,6 +117,66 @@ def test_mcp_token_expires_in_must_be_positive(alice, expires_in):
     with pytest.raises(CommandError):
         run("mcp_token", "--user", "alice", "--expires-in", expires_in)
     assert not get_access_token_model().objects.exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("scope", ["bogus", "documents:read bogus", "documents:reads"])
+def test_mcp_token_refuses_a_scope_nothing_declares(alice, scope):
+    with pytest.raises(CommandError) as info:
+        run("mcp_token", "--user", "alice", "--scope", scope)
+    unknown = scope.split()[-1]
+    assert str(info.value) == (
+        f"unknown scope {unknown!r}: not required by any registered template or static resource, nor declared in "
+        "django-oauth-toolkit's OAUTH2_PROVIDER['SCOPES'] or MCP_RESOURCES['SCOPE_HIERARCHY']. "
+        "Known scopes: documents, documents:read."
+    )
+    assert not get_access_token_model().objects.exists()
+
+
+@pytest.mark.django_db
+def test_mcp_token_names_every_unknown_scope(alice):
+    with pytest.raises(CommandError, match=r"^unknown scopes 'a:read', 'b:read': "):
+        run("mcp_token", "--user", "alice", "--scope", "a:read documents:read b:read a:read")
+
+
+@pytest.mark.django_db
+def test_mcp_token_accepts_a_scope_a_template_requires(alice, settings):
+    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "SCOPES": {"profile": "Your profile"}}
+    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "SCOPE_HIERARCHY": {}}
+    out, _ = run("mcp_token", "--user", "alice", "--scope", "documents:read")
+    assert find_token(out.strip()).scope == "documents:read"
+    with pytest.raises(CommandError, match=r"Known scopes: documents:read, profile\.$"):
+        run("mcp_token", "--user", "alice", "--scope", "documents")
+
+
+@pytest.mark.django_db
+def test_mcp_token_accepts_a_scope_an_admin_static_resource_requires(alice):
+    with pytest.raises(CommandError, match="handbook:read"):
+        run("mcp_token", "--user", "alice", "--scope", "handbook:read")
+    StaticResource.objects.create(
+        uri="learn://handbook", name="handbook", text="...", access="protected", required_scopes="handbook:read"
+    )
+    out, _ = run("mcp_token", "--user", "alice", "--scope", "handbook:read")
+    assert find_token(out.strip()).scope == "handbook:read"
+
+
+@pytest.mark.django_db
+def test_mcp_token_accepts_a_scope_only_the_authorization_server_declares(alice, settings):
+    with pytest.raises(CommandError, match="profile"):
+        run("mcp_token", "--user", "alice", "--scope", "profile")
+    settings.OAUTH2_PROVIDER = {
+        **settings.OAUTH2_PROVIDER,
+        "SCOPES": {**settings.OAUTH2_PROVIDER["SCOPES"], "profile": "Your profile"},
+    }
+    out, _ = run("mcp_token", "--user", "alice", "--scope", "profile")
+    assert find_token(out.strip()).scope == "profile"
+
+
+@pytest.mark.django_db
+def test_mcp_token_accepts_a_scope_of_the_scope_hierarchy(alice, settings):
+    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "SCOPE_HIERARCHY": {"library": ["documents:read"]}}
+    out, _ = run("mcp_token", "--user", "alice", "--scope", "library")
+    assert find_token(out.strip()).scope == "library"
 
 
 # load_demo_data ---------------------------------------------------------------------------------------------

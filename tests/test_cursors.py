@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcp_resources.exceptions import InvalidCursor
+from mcp_resources.exceptions import BadPosition, InvalidCursor
 from mcp_resources.protocol.cursors import (
     MAX_CURSOR_LENGTH,
     VERSION,
@@ -23,6 +23,7 @@ from mcp_resources.protocol.cursors import (
     make_cursor,
     read_cursor,
 )
+from tests.listing_support import INVALID_CURSOR_DATA
 
 KEY = "k" * 32
 OLD_KEY = "an-old-cursor-key-0123456789"
@@ -354,10 +355,19 @@ def test_invalid_cursor_says_nothing_about_the_failure(codec, token):
     with pytest.raises(InvalidCursor) as info:
         read(codec, token, now=STARTED + TTL + 1)
     errors.append(info.value)
-    # Length, encoding, key and expiry failures are one and the same error: -32602 "Invalid cursor", no data.
+    # Length, encoding, key and expiry failures are one and the same error: -32602 "Invalid cursor", with the same
+    # data (what the client can do: list again), never which check failed.
     assert {type(error) for error in errors} == {InvalidCursor}
     assert {str(error) for error in errors} == {"Invalid cursor"}
-    assert [error.to_error() for error in errors] == [{"code": -32602, "message": "Invalid cursor"}] * len(errors)
+    expected = {"code": -32602, "message": "Invalid cursor", "data": INVALID_CURSOR_DATA}
+    assert [error.to_error() for error in errors] == [expected] * len(errors)
+
+
+def test_a_bad_position_is_the_same_invalid_cursor():
+    # A cursor that opens but whose position no longer fits the sources says no more than any other refusal.
+    error = BadPosition("position does not match the ordering")
+    assert error.to_error() == {"code": -32602, "message": "Invalid cursor", "data": INVALID_CURSOR_DATA}
+    assert error.reason == "position does not match the ordering"
 
 
 # Fingerprints -----------------------------------------------------------------------------------------------

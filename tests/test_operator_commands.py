@@ -98,7 +98,7 @@ def test_mcp_list_continues_from_a_cursor(demo):
     out, _ = run("mcp_list", user="alice", cursor=cursor)
     assert listed_uris(out) == inventory(demo["alice"])[50:100]
     # The cursor is bound to the caller: bob cannot continue alice's traversal.
-    with pytest.raises(CommandError, match=r"^Invalid cursor \(-32602\)$"):
+    with pytest.raises(CommandError, match=r"^Invalid cursor \(-32602\) \{'detail': 'The cursor may come from another"):
         run("mcp_list", user="bob", cursor=cursor)
     # Nor can alice holding other scopes.
     with pytest.raises(CommandError, match=r"Invalid cursor"):

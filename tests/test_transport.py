@@ -32,6 +32,7 @@ from mcp_resources.auth.tokens import issue_access_token
 from mcp_resources.models import StaticResource
 from mcp_resources.protocol.versions import V2026_07_28
 from testproject.library.models import Document, Note
+from tests.listing_support import INVALID_CURSOR_DATA
 from tests.urls_extra import MIDDLEWARE_LOG, SECRET_DETAIL, STATIC_CODE_URIS
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -1256,7 +1257,8 @@ def test_invalid_cursor(endpoint: Endpoint, settings: Any, alice_token: str, kin
     }[kind]
     reply = endpoint.call("resources/list", {"cursor": bad}, token=alice_token)
     error = assert_error(reply, 400, INVALID_PARAMS)
-    assert error["message"] == "Invalid cursor"
+    # Every refusal says the same: the message, and data telling the client to list again without a cursor.
+    assert error == {"code": INVALID_PARAMS, "message": "Invalid cursor", "data": INVALID_CURSOR_DATA}
     assert endpoint.call("resources/list", {"cursor": cursor}, token=alice_token).status == 200
 
 

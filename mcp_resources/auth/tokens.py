@@ -13,6 +13,13 @@ def token_and_user_models() -> tuple[Any, Any]:
     return get_access_token_model(), get_user_model()
 
 
+def authorization_server_scopes() -> list[str]:
+    """The scopes django-oauth-toolkit declares (``OAUTH2_PROVIDER["SCOPES"]``, through its scopes backend)."""
+    from oauth2_provider.scopes import get_scopes_backend
+
+    return [str(scope) for scope in get_scopes_backend().get_all_scopes()]
+
+
 def issue_access_token(user: Any, scope: str, resource: list[str], expires_in: int, application_name: str) -> str:
     """Create a django-oauth-toolkit access token for ``user`` (development aid for ``mcp_token``).
 

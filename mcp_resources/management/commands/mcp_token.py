@@ -16,6 +16,34 @@ from mcp_resources.conf import mcp_settings
 APPLICATION_NAME = "mcp_token (development)"
 
 
+def known_scopes() -> set[str]:
+    """Scopes a token may carry: required by a registered template or static resource (admin rows included),
+    declared by django-oauth-toolkit's ``SCOPES``, or named in ``SCOPE_HIERARCHY``."""
+    from mcp_resources.auth.metadata import scopes_supported
+    from mcp_resources.auth.tokens import authorization_server_scopes
+
+    known = set(scopes_supported()) | set(authorization_server_scopes())
+    for broad, narrower in mcp_settings.scope_hierarchy.items():
+        known.add(broad)
+        known.update(narrower)
+    return known
+
+
+def check_scopes(requested: list[str]) -> None:
+    """``CommandError`` naming every requested scope nothing declares (a typo would mint a token that reaches
+    nothing)."""
+    known = known_scopes()
+    unknown = [scope for scope in dict.fromkeys(requested) if scope not in known]
+    if not unknown:
+        return
+    listed = ", ".join(repr(scope) for scope in unknown)
+    raise CommandError(
+        f"unknown scope{'s' if len(unknown) > 1 else ''} {listed}: not required by any registered template or "
+        "static resource, nor declared in django-oauth-toolkit's OAUTH2_PROVIDER['SCOPES'] or "
+        "MCP_RESOURCES['SCOPE_HIERARCHY']. Known scopes: " + (", ".join(sorted(known)) or "none") + "."
+    )
+
+
 class Command(BaseCommand):
     help = "Print an access token for a user, bound to this MCP server's resource URI."
 
@@ -45,5 +73,6 @@ class Command(BaseCommand):
                 "MCP_RESOURCES['RESOURCE_URI'] is not set: pass --resource with the endpoint's URL "
                 "(a token without a resource is refused)"
             )
+        check_scopes(options["scope"].split())
         token = issue_access_token(user, options["scope"], resource, options["expires_in"], APPLICATION_NAME)
         self.stdout.write(token)
