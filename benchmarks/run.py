@@ -62,6 +62,12 @@ ITEMS: dict[str, dict[str, Any]] = {
     "http": {"script": "bench_http.py", "full": HTTP_FULL, "quick": HTTP_QUICK, "timeout": 1800},
     "ablation": {"script": "bench_ablation.py", "full": HTTP_FULL, "quick": HTTP_QUICK, "timeout": 2400},
     "removed": {"script": "bench_removed.py", "full": HTTP_FULL, "quick": HTTP_QUICK, "timeout": 3000},
+    "members": {
+        "script": "bench_members.py",
+        "full": ["--size", "10000", "--rounds", "9"],
+        "quick": ["--size", "2000", "--rounds", "5", "--batch-seconds", "0.03"],
+        "timeout": 1800,
+    },
     "listeners": {
         "script": "bench_listeners.py",
         "full": ["--full"],
@@ -178,6 +184,16 @@ def summarize(results: dict[str, Any]) -> list[dict[str, Any]]:
                     http["targets"][server],
                     False,
                 )
+    members = results.get("members")
+    if members:
+        for shape, label in (("few", "a few of 500 projects"), ("half", "half of the projects")):
+            add(
+                "7",
+                f"page through a membership path / through a direct owner, caller in {label}, worst depth",
+                members["worst"][shape],
+                members["targets"][shape],
+                True,
+            )
     listeners = results.get("listeners")
     if listeners:
         targets = listeners["targets"]
@@ -387,6 +403,27 @@ def markdown_results(latest: dict[str, Any]) -> str:
                     f"{p['offset_over_keyset']:.1f}x",
                 ]
                 for p in latency["points"]
+            ],
+        )
+    members = results.get("members")
+    if members:
+        lines += [
+            "",
+            f"Item 7, medians (ms) through the core, {members['size']:,} records visible on each side:",
+            "",
+        ]
+        lines += table(
+            ["shape", "path", "depth", "membership page", "direct page", "ratio"],
+            [
+                [
+                    p["shape"],
+                    {"members": "`project__members`", "teams": "`project__team__memberships__user`"}[p["path"]],
+                    f"{p['depth']:.0%}",
+                    f"{p['page_s'] * 1e3:.2f}",
+                    f"{p['direct_s'] * 1e3:.2f}",
+                    f"{p['ratio']:.2f}x",
+                ]
+                for p in members["points"]
             ],
         )
     if results.get("http"):

@@ -9,14 +9,14 @@ from typing import Any
 
 from django.conf import settings
 from django.core import checks
-from django.core.exceptions import FieldDoesNotExist
+from django.core.exceptions import FieldDoesNotExist, ImproperlyConfigured
 from django.db import models
 from django.utils.module_loading import import_string
 
 from mcp_resources.access import ACCESS_POLICIES, PUBLIC
 from mcp_resources.conf import DEFAULTS, REMOVED, RENAMED
 from mcp_resources.exceptions import TemplateError
-from mcp_resources.ownership import owner_relation
+from mcp_resources.ownership import owner_path
 from mcp_resources.protocol.uris import templates_overlap
 from mcp_resources.registries import ResourceRegistry, registry
 from mcp_resources.resources import ModelResourceTemplate, ResourceTemplate
@@ -115,15 +115,21 @@ def check_model_template(template: ModelResourceTemplate) -> list[checks.CheckMe
                 "request.user from get_queryset().",
             )
         )
-    if scoped_by_owner and owner_relation(model, str(template.owner_field)) is None:
-        errors.append(
-            _error(
-                f"{cls_name}.owner_field {template.owner_field!r} is not a foreign key to {settings.AUTH_USER_MODEL}.",
-                template,
-                "E019",
-                "Name a ForeignKey or OneToOneField to the user model, or a path of them (project__owner).",
+    if template.owner_field is not None:
+        try:
+            owner_path(model, template.owner_field)
+        except ImproperlyConfigured as exc:
+            errors.append(
+                _error(
+                    f"{cls_name}.owner_field {template.owner_field!r} does not lead to {settings.AUTH_USER_MODEL}: "
+                    f"{exc}",
+                    template,
+                    "E019",
+                    "Name a path of relations from the model to the user model: a ForeignKey or OneToOneField "
+                    "('owner', 'project__owner'), a ManyToManyField ('project__members') or a reverse foreign key "
+                    "('team__memberships__user').",
+                )
             )
-        )
     if template.queryset is not None and getattr(template.queryset, "model", None) is not model:
         errors.append(_error(f"{cls_name}.queryset is not a queryset of {cls_name}.model.", template, "E019"))
     ordering = list(template.ordering)

@@ -19,7 +19,7 @@ from django.db import models
 
 from mcp_resources.access import PROTECTED, PUBLIC
 from mcp_resources.exceptions import ResourceNotFound
-from mcp_resources.ownership import owner_of
+from mcp_resources.ownership import owner_of, owner_path
 from mcp_resources.protocol.uris import URITemplate, compile_template
 
 if TYPE_CHECKING:
@@ -150,9 +150,9 @@ class ModelResourceTemplate(ResourceTemplate):
     ``lookup_fields`` maps template variables to model lookups (default: each variable to the field of the same
     name). ``ordering`` is the keyset for listings and must end in a unique, non-null field.
 
-    Scope: set ``owner_field`` (a foreign key to the user model, or a path of foreign keys ending in one) to serve
-    the rows of ``queryset`` (default: every row of ``model``) owned by ``request.user``; or override
-    ``get_queryset``.
+    Scope: set ``owner_field`` (a path of relations to the user model: ``"owner"``, ``"project__members"``,
+    ``"team__memberships__user"``) to serve the rows of ``queryset`` (default: every row of ``model``) that it
+    links to ``request.user``, each once; or override ``get_queryset``.
 
     Listing cost (both optional): ``name_field`` names the field whose value is the listed ``name`` (default
     ``None``: ``str(obj)``); when it is set and ``get_resource``, ``get_uri`` and ``get_resource_name`` are not
@@ -192,14 +192,15 @@ class ModelResourceTemplate(ResourceTemplate):
     def get_queryset(self, request: HttpRequest) -> models.QuerySet[Any]:
         """Return the records this caller may see.
 
-        With ``owner_field``: the rows of ``queryset`` owned by ``request.user`` (none for an anonymous caller).
+        With ``owner_field``: the rows of ``queryset`` that it links to ``request.user`` (none for an anonymous
+        caller); through a many-to-many or a reverse foreign key, an ``EXISTS`` subquery keeps each row once.
         Without it, override this method: the base returns no rows (fails closed).
         """
         assert self.model is not None
         if self.owner_field is not None:
             owner = owner_of(request)
             if owner is not None:
-                return self.base_queryset().filter(**{self.owner_field: owner})
+                return self.base_queryset().filter(owner_path(self.model, self.owner_field).scope(owner))
         return self.model._default_manager.none()
 
     def get_lookups(self) -> dict[str, str]:

@@ -22,7 +22,7 @@ from mcp_resources.protocol.versions import V2026_07_28
 from mcp_resources.registries import ResourceRegistry
 from mcp_resources.resources import ModelResourceTemplate, ResourceTemplate
 from mcp_resources.server import CallContext, MCPServer
-from testproject.library.models import Document, Note
+from testproject.library.models import Document, Note, Ticket
 
 SCOPE = "documents:read"
 CLIENT = "test-client"
@@ -210,6 +210,57 @@ class NoteSource(ModelResourceTemplate):
 
     def get_contents(self, request: HttpRequest, obj: Any) -> Any:
         return obj.text
+
+
+class TicketSource(ModelResourceTemplate):
+    """Tickets of the projects the caller is a member of: ``owner_field`` through a many-to-many."""
+
+    model = Ticket
+    name = "tickets"
+    uri_template = "learn://tickets/{id}"
+    mime_type = "text/plain"
+    required_scopes = (SCOPE,)
+    ordering = ("created", "id")
+    name_field = "title"
+    owner_field = "project__members"
+
+    def get_contents(self, request: HttpRequest, obj: Any) -> Any:
+        return obj.body
+
+
+class TeamTicketSource(TicketSource):
+    """Tickets of the projects of the caller's teams: a forward foreign key, then a reverse one (memberships)."""
+
+    name = "team-tickets"
+    uri_template = "learn://team-tickets/{id}"
+    owner_field = "project__team__memberships__user"
+
+
+def computed(template: type[ModelResourceTemplate]) -> type[ModelResourceTemplate]:
+    """The reference for a declared scope: the same template, its scope computed by an overridden ``get_queryset``
+    that filters on the plain join and keeps each row once with ``pk__in`` (another way to write the semi-join),
+    and so listed through the ORM, never through the compiled query."""
+    path = template.owner_field
+    assert path is not None
+
+    def get_queryset(self: ModelResourceTemplate, request: HttpRequest) -> QuerySet[Any]:
+        assert self.model is not None
+        joined = self.base_queryset().filter(**{path: request.user.pk})
+        return self.model._default_manager.filter(pk__in=joined.values("pk"))
+
+    return type(f"Computed{template.__name__}", (template,), {"owner_field": None, "get_queryset": get_queryset})
+
+
+def ticket_uri(ticket: Ticket | int, template: type[ModelResourceTemplate] = TicketSource) -> str:
+    return template.uri_template.replace("{id}", str(ticket if isinstance(ticket, int) else ticket.pk))
+
+
+def expected_tickets(user: Any, template: type[ModelResourceTemplate] = TicketSource) -> list[str]:
+    """The tickets ``template`` lists for ``user``, each once, in the listing order: (created, id)."""
+    path = template.owner_field
+    assert path is not None
+    tickets = {t.pk: t for t in Ticket.objects.filter(**{path: user.pk})}
+    return [ticket_uri(t, template) for t in sorted(tickets.values(), key=lambda t: (t.created, t.pk))]
 
 
 class GenericSource(ResourceTemplate):

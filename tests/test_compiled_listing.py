@@ -1,9 +1,11 @@
 """The compiled page queries (mcp_resources.listing.compiled) against the plain querysets they stand in for.
 
-A template that declares its scope (``owner_field``) and the admin's static resources list through SQL compiled
-once; the architecture rules require a differential test that both ways give identical pages, and a fallback to the
-queryset whenever the query cannot be compiled. Every walk here runs twice, once with the compiled queries off, on
-SQLite and on PostgreSQL (text keys in byte order, equal timestamps, soft-deleted rows, another owner's rows).
+A template that declares its scope (``owner_field``, also through memberships: ``project__members``,
+``project__team__memberships__user``) and the admin's static resources list through SQL compiled once; the
+architecture rules require a differential test that both ways give identical pages, and a fallback to the queryset
+whenever the query cannot be compiled. Every walk here runs twice, once with the compiled queries off, on SQLite and
+on PostgreSQL (text keys in byte order, equal timestamps, soft-deleted rows, another owner's rows, projects shared
+by several members, a member holding two roles in a team).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db.models import CharField, Exists, OuterRef
 from django.test import RequestFactory
 from django.utils import timezone
 
@@ -23,8 +26,17 @@ from mcp_resources.listing.plan import list_plan
 from mcp_resources.models import StaticResource
 from mcp_resources.protocol.cursors import CursorCodec
 from mcp_resources.resources import ModelResourceTemplate
-from testproject.library.models import Document, Note
-from tests.listing_support import DeclaredDocumentSource, NoteSource, configure, context, server_for, walk
+from testproject.library.models import Document, Membership, Note, Project, Team, Ticket
+from tests.listing_support import (
+    DeclaredDocumentSource,
+    NoteSource,
+    TeamTicketSource,
+    TicketSource,
+    configure,
+    context,
+    server_for,
+    walk,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -52,7 +64,15 @@ class DeclaredByPk(DeclaredDocumentSource):
     name_field = "body"
 
 
-DECLARED = [DeclaredDocumentSource, DeclaredNotes, DeclaredByPk]
+class TicketsByTitle(TicketSource):
+    """A membership path with a text keyset ``(title, id)``."""
+
+    name = "tickets-by-title"
+    uri_template = "learn://tickets-by-title/{id}"
+    ordering = ("title", "id")
+
+
+DECLARED = [DeclaredDocumentSource, DeclaredNotes, DeclaredByPk, TicketSource, TeamTicketSource, TicketsByTitle]
 
 
 def make_data(users: list[Any], *, same_time: bool) -> None:
@@ -68,6 +88,27 @@ def make_data(users: list[Any], *, same_time: bool) -> None:
         )
         Document.objects.filter(pk__in=[d.pk for d in docs[::7]]).update(deleted_at=timezone.now())
         Note.objects.bulk_create(Note(owner=user, title=title, text="t") for title in TITLES)
+    # Projects: one shared by every user, one of each user alone, one of nobody; teams: one of every user (the first
+    # holds two roles), and one of nobody.
+    everyone, nobody = Team.objects.create(name="everyone"), Team.objects.create(name="nobody")
+    Membership.objects.bulk_create(Membership(team=everyone, user=user) for user in users)
+    Membership.objects.create(team=everyone, user=users[0], role="admin")
+    shared = Project.objects.create(name="shared", team=everyone)
+    shared.members.add(*users)
+    projects = [shared, Project.objects.create(name="nobody's", team=nobody)]
+    for user in users:
+        own = Project.objects.create(name=f"{user.username}'s")
+        own.members.add(user)
+        projects.append(own)
+    for p, project in enumerate(projects):
+        Ticket.objects.bulk_create(
+            Ticket(
+                project=project,
+                title=f"{title} {p}",
+                created=T0 if same_time else T0 + timedelta(seconds=i % 3, microseconds=i),
+            )
+            for i, title in enumerate(TITLES)
+        )
 
 
 def shape(codec: CursorCodec, pages: list[dict[str, Any]]) -> list[tuple[Any, Any]]:
@@ -171,6 +212,33 @@ def test_a_placeholder_in_a_pattern_lookup_is_refused():
     )
     assert query.rows("default", ["a"], None) is None
     assert query.failed
+
+
+def test_a_placeholder_in_a_pattern_lookup_inside_a_subquery_is_refused():
+    def build(shape: Any, title: Any) -> Any:
+        return Note.objects.filter(Exists(Note.objects.filter(pk=OuterRef("pk"), title__startswith=title)))
+
+    query = CompiledQuery(
+        "a pattern in a subquery", lambda shape, title: build(shape, title).values_list("id"), [CharField()]
+    )
+    assert query.rows("default", ["a"], None) is None
+    assert query.failed
+
+
+def test_a_membership_scope_binds_the_owner_inside_its_exists_subquery(alice, bob):
+    """The compiled SQL of a membership path holds the owner's placeholder in the subquery, once."""
+    make_data([alice, bob], same_time=False)
+    template = TeamTicketSource()
+    listing = declared_listing(template, list_plan(template).columns)
+    assert listing is not None
+    rows = listing.rows("default", alice.pk, None, 100)
+    assert rows is not None
+    expected = Ticket.objects.filter(pk__in=Ticket.objects.filter(project__team__memberships__user=alice).values("pk"))
+    assert sorted(row[1] for row in rows) == sorted(expected.values_list("pk", flat=True))
+    ((sql, positions),) = [(c.sql, c.positions) for c in listing.query._local.compiled.values()]
+    assert sql.count("EXISTS") == 1
+    assert len(positions[0]) == 1
+    assert "%s" in sql.split("EXISTS", 1)[1]
 
 
 def test_compiled_queries_forget_their_sql_when_the_databases_change(settings, alice):

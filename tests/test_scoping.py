@@ -10,6 +10,12 @@ expired and future-dated cursors, and replays. Invariants, checked after every o
 - every bad cursor gets the same -32602 "Invalid cursor";
 - nothing raises anything but the expected protocol errors (so nothing could become an HTTP 500).
 
+A second suite shares records through memberships (``owner_field = "project__members"`` and
+``"project__team__memberships__user"``) among three users, and changes the memberships between the pages of
+running traversals: each page is exactly the next records of the caller's scope as it is at that moment (a member
+removed mid-traversal sees nothing more of that project, an added one sees its records after the position), no
+record twice in a traversal, nothing outside the caller's memberships; reads follow the same scope.
+
 Each example runs in a savepoint that is rolled back, so examples do not see each other's rows.
 """
 
@@ -20,7 +26,9 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.http import HttpRequest
 from django.test import override_settings
 from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
@@ -29,14 +37,17 @@ from hypothesis import strategies as st
 from mcp_resources.exceptions import INVALID_PARAMS, AuthenticationRequired, InsufficientScope
 from mcp_resources.listing.pipeline import binding
 from mcp_resources.protocol.cursors import make_cursor
+from mcp_resources.resources import ModelResourceTemplate
 from mcp_resources.server import MCPServer
-from testproject.library.models import Document, Note
+from testproject.library.models import Document, Membership, Note, Project, Team, Ticket
 from tests.listing_support import (
     SCOPE,
     DeclaredDocumentSource,
     DocumentSource,
     MineSource,
     NoteSource,
+    TeamTicketSource,
+    TicketSource,
     assert_invalid_cursor,
     context,
     expected_documents,
@@ -341,3 +352,183 @@ def test_anonymous_callers_and_unscoped_tokens_get_no_inventory(alice):
         SERVER.call(
             "resources/read", {"uri": f"learn://documents/{Document.objects.get().pk}"}, context(user, scopes=())
         )
+
+
+# Memberships that change between pages ---------------------------------------------------------------------
+
+
+class OrmTicketSource(TicketSource):
+    """``TicketSource`` listed through the ORM: an overridden ``get_queryset`` keeps the declared scope but turns the
+    compiled page query off."""
+
+    name = "orm-tickets"
+    uri_template = "learn://orm-tickets/{id}"
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return super().get_queryset(request)
+
+
+MEMBERSHIP_SOURCES: dict[str, type[ModelResourceTemplate]] = {
+    "members": TicketSource,  # project__members, through the compiled page query
+    "members-orm": OrmTicketSource,  # project__members, through the ORM
+    "teams": TeamTicketSource,  # project__team__memberships__user: a user may hold several roles in a team
+}
+MEMBERSHIP_SERVERS = {kind: server_for(source, name=f"scoping-{kind}") for kind, source in MEMBERSHIP_SOURCES.items()}
+PEOPLE = ("alice", "bob", "carol")
+ROLES = ("member", "admin")
+
+person = st.sampled_from(PEOPLE)
+project_index = st.integers(0, 3)
+membership_operations = st.one_of(
+    st.tuples(st.just("page"), person, st.integers(1, 4)),
+    st.tuples(st.just("page"), person, st.integers(1, 4)),
+    st.tuples(st.just("join"), person, project_index, st.sampled_from(ROLES)),
+    st.tuples(st.just("leave"), person, project_index),
+    st.tuples(st.just("drop-role"), person, project_index, st.sampled_from(ROLES)),
+    st.tuples(st.just("ticket"), project_index, st.integers(0, 4)),
+    st.tuples(st.just("read"), person, st.integers(0, 60)),
+)
+
+
+class Shared:
+    """Projects, their teams, tickets and memberships; the running traversal of each user; the scope recomputed
+    from the rows in plain Python (not through the ORM's relation lookups) after every change."""
+
+    def __init__(self, kind: str, users: dict[str, Any], tickets: list[int], members: set[tuple[str, int]]) -> None:
+        self.kind = kind
+        self.server = MEMBERSHIP_SERVERS[kind]
+        self.template = MEMBERSHIP_SOURCES[kind]
+        self.users = users
+        self.teams = [Team.objects.create(name=f"team {i}") for i in range(4)]
+        self.projects = [Project.objects.create(name=f"project {i}", team=self.teams[i]) for i in range(4)]
+        self.cursors: dict[str, str | None] = dict.fromkeys(PEOPLE)
+        self.positions: dict[str, tuple[Any, int] | None] = dict.fromkeys(PEOPLE)
+        self.listed: dict[str, set[str]] = {name: set() for name in PEOPLE}
+        self.left: dict[str, set[int]] = {name: set() for name in PEOPLE}  # projects left during the traversal
+        for i, count in enumerate(tickets):
+            for j in range(count):
+                self.add_ticket(i, j % 3)
+        for name, i in sorted(members):
+            self.join(name, i, "member")
+
+    def add_ticket(self, project: int, minutes: int) -> None:
+        Ticket.objects.create(
+            project=self.projects[project], title="t", body="b", created=T0 + timedelta(minutes=minutes)
+        )
+
+    def join(self, name: str, project: int, role: str) -> None:
+        self.projects[project].members.add(self.users[name])
+        Membership.objects.get_or_create(team=self.teams[project], user=self.users[name], role=role)
+        self.left[name].discard(project)
+
+    def leave(self, name: str, project: int) -> None:
+        self.projects[project].members.remove(self.users[name])
+        Membership.objects.filter(team=self.teams[project], user=self.users[name]).delete()
+        self.left[name].add(project)
+
+    def drop_role(self, name: str, project: int, role: str) -> None:
+        Membership.objects.filter(team=self.teams[project], user=self.users[name], role=role).delete()
+        if self.kind == "teams" and project not in self.projects_of(name):
+            self.left[name].add(project)
+
+    def projects_of(self, name: str) -> set[int]:
+        """Indexes of the projects whose records ``name`` may see now."""
+        user = self.users[name]
+        if self.kind == "teams":
+            teams = {m.team_id for m in Membership.objects.all() if m.user_id == user.pk}
+            return {i for i, project in enumerate(self.projects) if project.team_id in teams}
+        through = Project.members.through.objects.all()
+        ids = {row.project_id for row in through if row.user_id == user.pk}
+        return {i for i, project in enumerate(self.projects) if project.pk in ids}
+
+    def scope(self, name: str) -> list[tuple[tuple[Any, int], str, int]]:
+        """``(key, uri, project index)`` of every record ``name`` may see now, in the listing order."""
+        visible = self.projects_of(name)
+        index = {project.pk: i for i, project in enumerate(self.projects)}
+        rows = [
+            ((t.created, t.pk), self.template.uri_template.replace("{id}", str(t.pk)), index[t.project_id])
+            for t in Ticket.objects.all()
+            if index[t.project_id] in visible
+        ]
+        return sorted(rows)
+
+    def page(self, name: str, page_size: int) -> None:
+        """The next page of ``name``'s traversal (a new one after the last page): exactly the next records of the
+        scope as it is now."""
+        position, cursor = self.positions[name], self.cursors[name]
+        if cursor is None:
+            position = None
+            self.listed[name] = set()
+            self.left[name] = set()
+        with override_settings(MCP_RESOURCES={"PAGE_SIZE": page_size}):
+            page = list_page(self.server, context(self.users[name]), cursor=cursor)
+        listed = uris([page])
+        after = [row for row in self.scope(name) if position is None or row[0] > position]
+        assert listed == [uri for _, uri, _ in after[:page_size]], "not the next records of the live scope"
+        assert ("nextCursor" in page) == (len(after) > page_size)
+        assert not self.listed[name] & set(listed), "a record listed twice in one traversal"
+        projects = {row[2] for row in after[: len(listed)]}
+        assert not projects & self.left[name], "a record of a project left during the traversal"
+        assert projects <= self.projects_of(name), "a record outside the caller's memberships"
+        self.listed[name] |= set(listed)
+        self.cursors[name] = page.get("nextCursor")
+        self.positions[name] = after[len(listed) - 1][0] if listed else position
+
+    def read(self, name: str, index: int) -> None:
+        tickets = list(Ticket.objects.order_by("pk"))
+        if not tickets:
+            return
+        ticket = tickets[index % len(tickets)]
+        uri = self.template.uri_template.replace("{id}", str(ticket.pk))
+        visible = {uri for _, uri, _ in self.scope(name)}
+        if uri in visible:
+            assert self.server.call("resources/read", {"uri": uri}, context(self.users[name]))["contents"]
+        else:
+            refused = rpc_error(lambda: self.server.call("resources/read", {"uri": uri}, context(self.users[name])))
+            assert (refused.code, refused.message) == (INVALID_PARAMS, "Resource not found")
+
+
+def run_membership(world: Shared, op: tuple[Any, ...]) -> None:
+    kind = op[0]
+    if kind == "page":
+        world.page(op[1], op[2])
+    elif kind == "join":
+        world.join(op[1], op[2], op[3])
+    elif kind == "leave":
+        world.leave(op[1], op[2])
+    elif kind == "drop-role":
+        world.drop_role(op[1], op[2], op[3])
+    elif kind == "ticket":
+        world.add_ticket(op[1], op[2])
+    elif kind == "read":
+        world.read(op[1], op[2])
+    else:  # pragma: no cover
+        raise AssertionError(kind)
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+)
+@given(
+    kind=st.sampled_from(sorted(MEMBERSHIP_SOURCES)),
+    tickets=st.lists(st.integers(0, 6), min_size=4, max_size=4),
+    members=st.sets(st.tuples(person, project_index), max_size=8),
+    ops=st.lists(membership_operations, min_size=1, max_size=14),
+)
+def test_membership_changes_between_pages_are_seen_by_the_next_page(alice, bob, kind, tickets, members, ops):
+    with transaction.atomic():
+        users = {"alice": alice, "bob": bob, "carol": get_user_model().objects.create_user("carol")}
+        world = Shared(kind, users, tickets, members)
+        for op in ops:
+            run_membership(world, op)
+        # Whatever happened, each user's traversals end, and a fresh one lists exactly their scope.
+        for name in PEOPLE:
+            while world.cursors[name] is not None:
+                world.page(name, 3)
+            world.page(name, 3)
+            while world.cursors[name] is not None:
+                world.page(name, 3)
+            assert world.listed[name] == {uri for _, uri, _ in world.scope(name)}
+        transaction.set_rollback(True)

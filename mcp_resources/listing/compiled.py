@@ -2,7 +2,8 @@
 
 Building and compiling a queryset costs Django's ORM more than running it. A template that declares its scope
 (``owner_field``, with ``queryset`` for the rest, and neither ``get_queryset()`` nor ``base_queryset()``
-overridden) lists with a query of fixed shape: only the owner, the keyset position and the page size change. Its
+overridden) lists with a query of fixed shape: only the owner, the keyset position and the page size change (the
+owner is bound inside the ``EXISTS`` subquery of a membership path, ``project__members``, as anywhere else). Its
 page query is therefore built once with placeholders (:class:`Slot`, a query expression compiling to ``%s``),
 compiled by Django's own compiler for the connection in use, and each later page runs the same SQL through
 ``connection.cursor()`` with the new values, converted as the ORM converts them. The rows are exactly those of the
@@ -24,13 +25,16 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.db import connections
 from django.db.models import Expression, Field, QuerySet
+from django.db.models.lookups import Lookup
+from django.db.models.sql import Query
 from django.db.models.sql.where import WhereNode
 
 from mcp_resources.listing.keyset import keyset_queryset, order_after, resolve_field
-from mcp_resources.ownership import owner_relation
+from mcp_resources.ownership import owner_path
 from mcp_resources.resources import ModelResourceTemplate
 
 logger = logging.getLogger("mcp_resources.listing")
@@ -145,12 +149,17 @@ class CompiledQuery:
 
 
 def _check_slot_lookups(node: Any) -> None:
-    """A slot may only be compared: a pattern lookup (``startswith``) would take it unescaped."""
-    for child in getattr(node, "children", ()):
-        if isinstance(child, WhereNode):
+    """A slot may only be compared: a pattern lookup (``startswith``) would take it unescaped. Subqueries (the
+    ``EXISTS`` of a membership path) are checked as well."""
+    if isinstance(node, Lookup) and isinstance(node.rhs, Slot) and node.lookup_name not in _COMPARISONS:
+        raise NotCompilable(f"a placeholder is used by the lookup {node.lookup_name!r}")
+    if isinstance(node, Query):
+        _check_slot_lookups(node.where)
+        return
+    children = node.children if isinstance(node, WhereNode) else getattr(node, "get_source_expressions", list)()
+    for child in children:
+        if child is not None:
             _check_slot_lookups(child)
-        elif isinstance(getattr(child, "rhs", None), Slot) and getattr(child, "lookup_name", None) not in _COMPARISONS:
-            raise NotCompilable(f"a placeholder is used by the lookup {child.lookup_name!r}")
 
 
 class DeclaredListing:
@@ -159,19 +168,16 @@ class DeclaredListing:
     def __init__(self, template: ModelResourceTemplate, columns: Sequence[str]) -> None:
         assert template.model is not None
         assert template.owner_field is not None
-        owner = owner_relation(template.model, template.owner_field)
-        if owner is None:
-            raise ValueError(f"{type(template).__name__}.owner_field does not lead to the user model")
         self.template = template
-        self.owner_field: str = template.owner_field
+        self.owner = owner_path(template.model, template.owner_field)
         self.ordering = list(template.ordering)
         self.columns = tuple(columns)
         keys = [resolve_field(template.model, name) for name in self.ordering]
-        self.query = CompiledQuery(f"the listing of {template.name!r}", self._build, [owner, *keys])
+        self.query = CompiledQuery(f"the listing of {template.name!r}", self._build, [self.owner.value_field, *keys])
 
     def _build(self, shape: tuple[int, bool], owner: Any, *position: Any) -> QuerySet[Any]:
         limit, _ = shape
-        queryset = self.template.base_queryset().filter(**{self.owner_field: owner})
+        queryset = self.template.base_queryset().filter(self.owner.scope(owner))
         return keyset_queryset(queryset, self.ordering, list(position) or None, limit).values_list(*self.columns)
 
     def rows(self, using: str, owner: Any, position: Sequence[Any] | None, limit: int) -> list[tuple[Any, ...]] | None:
@@ -195,9 +201,14 @@ def declared_listing(template: ModelResourceTemplate, columns: Sequence[str]) ->
         and template.owner_field is not None
         and cls.get_queryset is ModelResourceTemplate.get_queryset
         and cls.base_queryset is ModelResourceTemplate.base_queryset
-        and owner_relation(template.model, template.owner_field) is not None
     )
-    listing = _declared[template] = DeclaredListing(template, columns) if declared else None
+    listing = None
+    if declared:
+        try:
+            listing = DeclaredListing(template, columns)
+        except ImproperlyConfigured:
+            listing = None  # an owner_field that does not resolve (E019): the queryset raises it for the caller
+    _declared[template] = listing
     return listing
 
 
