@@ -211,6 +211,16 @@ def check_settings() -> list[checks.CheckMessage]:
                     obj="MCP_RESOURCES",
                 )
             )
+    keys = configured.get("CURSOR_KEYS", DEFAULTS["CURSOR_KEYS"])
+    if not isinstance(keys, list | tuple) or any(not _cursor_key_ok(key) for key in keys):
+        messages.append(
+            checks.Error(
+                "MCP_RESOURCES['CURSOR_KEYS'] must be a list of secrets of at least 16 bytes each (str or bytes).",
+                hint="`python manage.py mcp_cursor_key` prints a fresh key.",
+                id="mcp_resources.E029",
+                obj="MCP_RESOURCES",
+            )
+        )
     page_size = configured.get("PAGE_SIZE", DEFAULTS["PAGE_SIZE"])
     if not isinstance(page_size, int) or isinstance(page_size, bool) or not 1 <= page_size <= 100:
         messages.append(
@@ -221,6 +231,12 @@ def check_settings() -> list[checks.CheckMessage]:
             )
         )
     return messages
+
+
+def _cursor_key_ok(key: object) -> bool:
+    if isinstance(key, str):
+        key = key.encode()
+    return isinstance(key, bytes) and len(key) >= 16
 
 
 @checks.register("mcp_resources")

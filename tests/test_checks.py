@@ -428,6 +428,18 @@ def test_e012_page_size_out_of_range(settings, page_size):
     assert ids(check_settings()) == ["mcp_resources.E012"]
 
 
+@pytest.mark.parametrize("keys", [["short"], "a-single-string-of-enough-bytes", [None], [b"x" * 15]])
+def test_e029_cursor_keys_must_be_a_list_of_long_secrets(settings, keys):
+    settings.MCP_RESOURCES = {"CURSOR_KEYS": keys}
+    assert ids(check_settings()) == ["mcp_resources.E029"]
+
+
+@pytest.mark.parametrize("keys", [[], ["k" * 16], [b"k" * 32, "another-secret-of-enough-bytes"]])
+def test_e029_accepts_long_secrets(settings, keys):
+    settings.MCP_RESOURCES = {"CURSOR_KEYS": keys}
+    assert check_settings() == []
+
+
 @pytest.mark.parametrize("page_size", [1, 50, 100])
 def test_e012_accepts_page_sizes_in_range(settings, page_size):
     settings.MCP_RESOURCES = {"PAGE_SIZE": page_size}
