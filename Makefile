@@ -6,7 +6,7 @@ PORT ?= 8000
 DEMO_DB ?= demo.sqlite3
 export MCP_DEMO_DB := $(abspath $(DEMO_DB))
 
-.PHONY: install demo test lint typecheck pytest pytest-postgres conformance benchmarks clean
+.PHONY: install demo test lint typecheck pytest pytest-postgres conformance benchmarks clean ts-install
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -50,7 +50,7 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy
 
-pytest: install
+pytest: install ts-install
 	$(VENV)/bin/pytest
 
 # The query paths run again on persistent connections (as in production), and with psycopg's server-side parameter
@@ -58,12 +58,28 @@ pytest: install
 PG_QUERY_TESTS := tests/test_inventory.py tests/test_listing_plan.py tests/test_ownership.py tests/test_auth.py \
 	tests/test_scoping.py tests/test_traversal_concurrency.py tests/test_e2e.py
 
-pytest-postgres: install
+pytest-postgres: install ts-install
 	MCP_TEST_DB=postgres $(VENV)/bin/pytest
 	MCP_TEST_DB=postgres MCP_TEST_CONN_MAX_AGE=none $(VENV)/bin/pytest $(PG_QUERY_TESTS)
 	MCP_TEST_DB=postgres MCP_TEST_CONN_MAX_AGE=none MCP_TEST_PG_BINDING=server $(VENV)/bin/pytest $(PG_QUERY_TESTS)
 
 test: lint typecheck pytest pytest-postgres
+
+# The TypeScript SDK (latest @modelcontextprotocol/sdk 1.x) on Node 22 (the npm package node@22, as the conformance
+# suite installs it), into tests/ts/node_modules/ (gitignored). Without npm its tests are skipped, except under CI.
+TS_DIR := tests/ts
+TS_STAMP := $(TS_DIR)/node_modules/.installed
+
+$(TS_STAMP): $(TS_DIR)/package.json
+	cd $(TS_DIR) && npm install --no-audit --no-fund --no-package-lock --loglevel=error
+	@[ -x $(TS_DIR)/node_modules/node/bin/node ] || (cd $(TS_DIR) && npm rebuild node --ignore-scripts=false --loglevel=error)
+	$(TS_DIR)/node_modules/node/bin/node --version | grep -q '^v22\.'
+	touch $@
+
+ts-install:
+	@if command -v npm >/dev/null 2>&1; then $(MAKE) --no-print-directory $(TS_STAMP); \
+	elif [ -n "$$CI" ]; then echo "ts-install: CI requires npm" >&2; exit 1; \
+	else echo "ts-install: npm not found, the TypeScript SDK tests will be skipped"; fi
 
 conformance: install
 	bash scripts/conformance.sh
@@ -72,4 +88,4 @@ benchmarks: install
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .conformance demo.sqlite3 .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .conformance demo.sqlite3 .pytest_cache .mypy_cache .ruff_cache $(TS_DIR)/node_modules
