@@ -6,7 +6,8 @@ PORT ?= 8000
 DEMO_DB ?= demo.sqlite3
 export MCP_DEMO_DB := $(abspath $(DEMO_DB))
 
-.PHONY: install demo test lint typecheck pytest pytest-postgres conformance benchmarks clean ts-install
+.PHONY: install demo test lint typecheck pytest pytest-postgres conformance benchmarks clean ts-install \
+	teams-wheel teams-install pytest-teams pytest-teams-postgres
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -63,7 +64,7 @@ pytest-postgres: install ts-install
 	MCP_TEST_DB=postgres MCP_TEST_CONN_MAX_AGE=none $(VENV)/bin/pytest $(PG_QUERY_TESTS)
 	MCP_TEST_DB=postgres MCP_TEST_CONN_MAX_AGE=none MCP_TEST_PG_BINDING=server $(VENV)/bin/pytest $(PG_QUERY_TESTS)
 
-test: lint typecheck pytest pytest-postgres
+test: lint typecheck pytest pytest-postgres pytest-teams pytest-teams-postgres
 
 # The TypeScript SDK (latest @modelcontextprotocol/sdk 1.x) on Node 22 (the npm package node@22, as the conformance
 # suite installs it), into tests/ts/node_modules/ (gitignored). Without npm its tests are skipped, except under CI.
@@ -81,6 +82,34 @@ ts-install:
 	elif [ -n "$$CI" ]; then echo "ts-install: CI requires npm" >&2; exit 1; \
 	else echo "ts-install: npm not found, the TypeScript SDK tests will be skipped"; fi
 
+# The teams project (tests/projects/teams), used as an outside team would: its own suite runs against the package
+# installed from the built wheel, in a virtualenv of its own, from its own directory (the source tree is not on the
+# path there). The wheel is rebuilt on every run; the virtualenv's other packages only when requirements change.
+TEAMS_DIR := tests/projects/teams
+TEAMS_VENV ?= .venv-teams
+TEAMS_PY := $(abspath $(TEAMS_VENV))/bin/python
+TEAMS_WHEELHOUSE := build/teams-wheelhouse
+
+$(TEAMS_VENV)/.deps: $(TEAMS_DIR)/requirements.txt
+	$(PYTHON) -m venv $(TEAMS_VENV)
+	$(TEAMS_PY) -m pip install --quiet --upgrade pip
+	$(TEAMS_PY) -m pip install --quiet -r $(TEAMS_DIR)/requirements.txt
+	touch $@
+
+teams-wheel: install
+	rm -rf $(TEAMS_WHEELHOUSE)
+	$(PY) -m pip wheel --quiet --no-deps --wheel-dir $(TEAMS_WHEELHOUSE) .
+
+teams-install: teams-wheel $(TEAMS_VENV)/.deps
+	$(TEAMS_PY) -m pip install --quiet --force-reinstall --no-deps $(TEAMS_WHEELHOUSE)/*.whl
+	$(TEAMS_PY) -m pip install --quiet "$$(ls $(TEAMS_WHEELHOUSE)/*.whl)[redis]"
+
+pytest-teams: teams-install ts-install
+	cd $(TEAMS_DIR) && $(TEAMS_PY) -m pytest $(TEAMS_ARGS)
+
+pytest-teams-postgres: teams-install ts-install
+	cd $(TEAMS_DIR) && MCP_TEST_DB=postgres PGDATABASE=$${PGDATABASE:-teams} $(TEAMS_PY) -m pytest $(TEAMS_ARGS)
+
 conformance: install
 	bash scripts/conformance.sh
 
@@ -88,4 +117,5 @@ benchmarks: install
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .conformance demo.sqlite3 .pytest_cache .mypy_cache .ruff_cache $(TS_DIR)/node_modules
+	rm -rf $(VENV) .conformance demo.sqlite3 .pytest_cache .mypy_cache .ruff_cache $(TS_DIR)/node_modules \
+		$(TEAMS_VENV) build
