@@ -15,7 +15,8 @@ DEMO_ENV := MCP_RESOURCE_URI=http://127.0.0.1:$(PORT)/mcp
 NEEDS_DEMO_DB = @[ "$$MCP_TEST_DB" = postgres ] || [ -f "$(MCP_DEMO_DB)" ] || { \
 	echo "No demo database at $(MCP_DEMO_DB): run '$(strip make demo $(DEMO_ARGS))' first." >&2; exit 1; }
 
-.PHONY: install demo token manage test lint typecheck pytest pytest-postgres dist conformance benchmarks clean
+.PHONY: install demo token manage test lint typecheck pytest pytest-postgres dist conformance benchmarks clean \
+	ts-install teams-wheel teams-install pytest-teams pytest-teams-postgres
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -69,7 +70,7 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy
 
-pytest: install
+pytest: install ts-install
 	$(VENV)/bin/pytest
 
 # The query paths run again on persistent connections (as in production), and with psycopg's server-side parameter
@@ -77,12 +78,56 @@ pytest: install
 PG_QUERY_TESTS := tests/test_inventory.py tests/test_listing_plan.py tests/test_ownership.py tests/test_auth.py \
 	tests/test_scoping.py tests/test_traversal_concurrency.py tests/test_e2e.py
 
-pytest-postgres: install
+pytest-postgres: install ts-install
 	MCP_TEST_DB=postgres $(VENV)/bin/pytest
 	MCP_TEST_DB=postgres MCP_TEST_CONN_MAX_AGE=none $(VENV)/bin/pytest $(PG_QUERY_TESTS)
 	MCP_TEST_DB=postgres MCP_TEST_CONN_MAX_AGE=none MCP_TEST_PG_BINDING=server $(VENV)/bin/pytest $(PG_QUERY_TESTS)
 
-test: lint typecheck pytest pytest-postgres
+test: lint typecheck pytest pytest-postgres pytest-teams pytest-teams-postgres
+
+# The TypeScript SDK (latest @modelcontextprotocol/sdk 1.x) on Node 22 (the npm package node@22, as the conformance
+# suite installs it), into tests/ts/node_modules/ (gitignored). Without npm its tests are skipped, except under CI.
+TS_DIR := tests/ts
+TS_STAMP := $(TS_DIR)/node_modules/.installed
+
+$(TS_STAMP): $(TS_DIR)/package.json
+	cd $(TS_DIR) && npm install --no-audit --no-fund --no-package-lock --loglevel=error
+	@[ -x $(TS_DIR)/node_modules/node/bin/node ] || (cd $(TS_DIR) && npm rebuild node --ignore-scripts=false --loglevel=error)
+	$(TS_DIR)/node_modules/node/bin/node --version | grep -q '^v22\.'
+	touch $@
+
+ts-install:
+	@if command -v npm >/dev/null 2>&1; then $(MAKE) --no-print-directory $(TS_STAMP); \
+	elif [ -n "$$CI" ]; then echo "ts-install: CI requires npm" >&2; exit 1; \
+	else echo "ts-install: npm not found, the TypeScript SDK tests will be skipped"; fi
+
+# The teams project (tests/projects/teams), used as an outside team would: its own suite runs against the package
+# installed from the built wheel, in a virtualenv of its own, from its own directory (the source tree is not on the
+# path there). The wheel is rebuilt on every run; the virtualenv's other packages only when requirements change.
+TEAMS_DIR := tests/projects/teams
+TEAMS_VENV ?= .venv-teams
+TEAMS_PY := $(abspath $(TEAMS_VENV))/bin/python
+TEAMS_WHEELHOUSE := build/teams-wheelhouse
+
+$(TEAMS_VENV)/.deps: $(TEAMS_DIR)/requirements.txt
+	$(PYTHON) -m venv $(TEAMS_VENV)
+	$(TEAMS_PY) -m pip install --quiet --upgrade pip
+	$(TEAMS_PY) -m pip install --quiet -r $(TEAMS_DIR)/requirements.txt
+	touch $@
+
+teams-wheel: install
+	rm -rf $(TEAMS_WHEELHOUSE)
+	$(PY) -m pip wheel --quiet --no-deps --wheel-dir $(TEAMS_WHEELHOUSE) .
+
+teams-install: teams-wheel $(TEAMS_VENV)/.deps
+	$(TEAMS_PY) -m pip install --quiet --force-reinstall --no-deps $(TEAMS_WHEELHOUSE)/*.whl
+	$(TEAMS_PY) -m pip install --quiet "$$(ls $(TEAMS_WHEELHOUSE)/*.whl)[redis]"
+
+pytest-teams: teams-install ts-install
+	cd $(TEAMS_DIR) && $(TEAMS_PY) -m pytest $(TEAMS_ARGS)
+
+pytest-teams-postgres: teams-install ts-install
+	cd $(TEAMS_DIR) && MCP_TEST_DB=postgres PGDATABASE=$${PGDATABASE:-teams} $(TEAMS_PY) -m pytest $(TEAMS_ARGS)
 
 # The release artefacts as the package index gets them: an isolated `python -m build` (sdist, then the wheel from the
 # sdist), `twine check`, and scripts/check_dist.py (py.typed, templates, migrations, metadata, no tests in the sdist).
@@ -99,4 +144,5 @@ benchmarks: install
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .conformance demo.sqlite3 .pytest_cache .mypy_cache .ruff_cache build dist
+	rm -rf $(VENV) .conformance demo.sqlite3 .pytest_cache .mypy_cache .ruff_cache $(TS_DIR)/node_modules \
+		$(TEAMS_VENV) build dist

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from mcp_resources.auth.server_settings import authorization_server_settings
+
 BASE_DIR = Path(__file__).resolve().parent
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "demo-only-secret-key-not-for-production")
@@ -115,37 +117,17 @@ if os.environ.get("MCP_REDIS_URL"):
         "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["MCP_REDIS_URL"]}
     }
 
-# The demo is its own OAuth 2.1 authorization server (docs/oauth.md): authorization code with PKCE (S256 only),
-# RFC 8414 metadata at /.well-known/oauth-authorization-server, the RFC 8707 resource stored on each token,
-# open dynamic client registration (RFC 7591) and client ID metadata documents, as MCP clients use them.
+# The demo is its own OAuth 2.1 authorization server (docs/oauth.md), set up as the package ships it: authorization
+# code with PKCE (S256 only), RFC 8414 metadata at /.well-known/oauth-authorization-server, the RFC 8707 resource
+# stored on each token, open dynamic client registration (RFC 7591) and client ID metadata documents.
 LOGIN_URL = "/accounts/login/"
-OAUTH2_PROVIDER = {
-    "SCOPES": {
+OAUTH2_PROVIDER = authorization_server_settings(
+    {
         "documents:read": "Read your documents and notes",
         "documents": "All of your documents (implies documents:read)",
     },
-    "DEFAULT_SCOPES": ["documents:read"],
-    # Only the authorization code grant (with refresh tokens); PKCE required, S256 only.
-    "OAUTH2_SERVER_CLASS": "oauthlib.oauth2.WebApplicationServer",
-    "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
-    "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
-    "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": ["none", "client_secret_basic", "client_secret_post"],
-    "PKCE_REQUIRED": True,
-    "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
-    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
-    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
-    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
-    "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
-    "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
-    "REFRESH_TOKEN_REUSE_PROTECTION": True,
-    "ACCESS_TOKEN_EXPIRE_SECONDS": 3600,
-    "REFRESH_TOKEN_EXPIRE_SECONDS": 30 * 24 * 3600,
-    # MCP clients register themselves: open RFC 7591 registration, and https client_id metadata documents
-    # (fetched by django-oauth-toolkit's SSRF-hardened fetcher).
-    "DCR_ENABLED": True,
-    "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
-    "CIMD_ENABLED": True,
-}
+    default_scopes=["documents:read"],
+)
 
 MCP_RESOURCES: dict[str, object] = {
     "SERVER_INFO": {"name": "django-mcp-resources demo", "title": "Demo library"},

@@ -3,7 +3,8 @@
 - ``/mcp``: the MCP endpoint (an OAuth 2.1 resource server).
 - ``/.well-known/oauth-protected-resource[/mcp]``: its protected resource metadata (RFC 9728).
 - ``/.well-known/oauth-authorization-server``: the authorization server metadata (RFC 8414).
-- ``/o/authorize/``, ``/o/token/``, ``/o/revoke_token/``, ``/o/register/``: django-oauth-toolkit's endpoints.
+- ``/o/authorize/`` (the consent page), ``/o/token/``, ``/o/revoke_token/``, ``/o/register/``: django-oauth-toolkit's
+  endpoints, as ``mcp_resources.auth.server_urls`` mounts them.
 - ``/accounts/login/``: where the authorization endpoint sends a visitor to sign in (alice/alice, bob/bob).
 """
 
@@ -12,25 +13,15 @@ from __future__ import annotations
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from oauth2_provider import urls as oauth2_urls
 
+from mcp_resources.auth.server_urls import authorization_server_urlpatterns
 from mcp_resources.urls import well_known_urlpatterns
-
-# From django-oauth-toolkit: the authorization-server metadata (not its protected-resource view: ours describes
-# the MCP endpoint), the authorization code endpoints (no device flow) and dynamic client registration.
-_AS_METADATA = [p for p in oauth2_urls.metadata_urlpatterns if str(p.name).startswith("oauth-server-metadata")]
-_AS_ENDPOINTS = [p for p in oauth2_urls.base_urlpatterns if p.name in {"authorize", "token", "revoke-token"}]
-
-oauth2_patterns = [
-    *_AS_METADATA,
-    path("o/", include([*_AS_ENDPOINTS, *oauth2_urls.dcr_urlpatterns])),
-]
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("", include((oauth2_patterns, "oauth2_provider"))),
+    *authorization_server_urlpatterns(),
     *well_known_urlpatterns("mcp"),
     path("mcp", include("mcp_resources.urls")),
 ]
