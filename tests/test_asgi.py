@@ -18,12 +18,21 @@ from typing import Any
 import pytest
 from asgiref.testing import ApplicationCommunicator
 from django.core import signals
-from django.http import HttpRequest, HttpResponseBase
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
 from mcp_resources.cancellation import token_for
 from mcp_resources.transport import MCPEndpoint
 from tests.conftest import RESOURCE
-from tests.stream_support import Exchange, application, in_thread, listen_body, listen_headers, meta, scope
+from tests.stream_support import (
+    ACKNOWLEDGED,
+    Exchange,
+    application,
+    in_thread,
+    listen_body,
+    listen_headers,
+    meta,
+    scope,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
 
@@ -300,6 +309,107 @@ def test_the_wsgi_environ_makes_the_request_djangos_asgi_handler_makes(asgi_scop
     assert through_wsgi.META["CONTENT_LENGTH"] == str(len(body))  # also for a chunked request
     if asgi_scope["server"]:
         assert through_wsgi.get_host() == through_asgi.get_host()
+
+
+# Streams: the opening request through the middleware, the stream on the event loop -------------------------------
+
+
+def refusing_middleware(get_response: Callable[[HttpRequest], HttpResponseBase]) -> Any:
+    """Refuses every request carrying ``X-Refuse`` (a stand-in for a WAF or a rate limiter)."""
+
+    def middleware(request: HttpRequest) -> HttpResponseBase:
+        if "HTTP_X_REFUSE" in request.META:
+            return HttpResponse("refused by the middleware", status=429)
+        return get_response(request)
+
+    return middleware
+
+
+@pytest.fixture
+def refusing(settings: Any) -> Iterator[None]:
+    original = list(settings.MIDDLEWARE)
+    settings.MIDDLEWARE = [*original, f"{__name__}.refusing_middleware"]
+    _load_middleware()
+    yield
+    settings.MIDDLEWARE = original
+    _load_middleware()
+
+
+async def _open_listen(front: MCPEndpoint, token: str, **headers: str) -> Exchange:
+    exchange = Exchange(front, scope("POST", listen_headers(token, **headers)))
+    return await exchange.start(listen_body(1, {"resourcesListChanged": True}))
+
+
+@pytest.mark.parametrize("front", [application, asgi_front], ids=["wsgi-handler", "asgi-handler"])
+async def test_a_listen_stream_opens_through_the_middleware_and_then_streams_on_the_loop(
+    recorded: list[dict[str, Any]], alice: Any, make_token: Callable[..., str], front: Callable[[], MCPEndpoint]
+) -> None:
+    token = await in_thread(make_token, alice)
+    stream = await _open_listen(front(), token)
+    assert stream.status == 200
+    assert stream.headers["content-type"] == "text/event-stream"
+    # The middleware saw the opening request, and the headers it adds reach the stream's client...
+    assert recorded == [{"method": "POST", "path": "/mcp", "token": False}]
+    assert stream.headers["x-frame-options"] == "DENY"
+    assert stream.headers["x-content-type-options"] == "nosniff"
+    # ...but not the placeholder's own headers.
+    assert "x-mcp-stream-plan" not in stream.headers
+    assert "content-length" not in stream.headers
+    acknowledged = await stream.event()
+    assert acknowledged["method"] == ACKNOWLEDGED
+    assert acknowledged["params"]["notifications"]["resourcesListChanged"] is True
+    await stream.disconnect()
+
+
+@pytest.mark.parametrize("front", [application, asgi_front], ids=["wsgi-handler", "asgi-handler"])
+async def test_a_session_get_stream_opens_through_the_middleware(
+    recorded: list[dict[str, Any]], alice: Any, make_token: Callable[..., str], front: Callable[[], MCPEndpoint]
+) -> None:
+    token = await in_thread(make_token, alice)
+    initialize = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"},
+            },
+        }
+    ).encode()
+    auth = {"authorization": f"Bearer {token}"}
+    status, headers, _ = await call(application(), "POST", {"content-type": "application/json", **auth}, initialize)
+    assert status == 200
+    session = {"mcp-session-id": headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25", **auth}
+    stream = await Exchange(front(), scope("GET", {**session, "accept": "text/event-stream"})).start()
+    assert stream.status == 200
+    assert stream.headers["content-type"] == "text/event-stream"
+    assert stream.headers["mcp-session-id"] == session["mcp-session-id"]
+    assert stream.headers["x-frame-options"] == "DENY"
+    assert [(seen["method"], seen["path"]) for seen in recorded] == [("POST", "/mcp"), ("GET", "/mcp")]
+    await stream.disconnect()
+
+
+@pytest.mark.parametrize("front", [application, asgi_front], ids=["wsgi-handler", "asgi-handler"])
+async def test_a_middleware_can_refuse_a_stream(
+    refusing: None, alice: Any, make_token: Callable[..., str], front: Callable[[], MCPEndpoint]
+) -> None:
+    token = await in_thread(make_token, alice)
+    stream = await _open_listen(front(), token, x_refuse="1")
+    assert stream.status == 429
+    assert await stream.body() == b"refused by the middleware"
+    await stream.finished()
+
+
+async def test_a_stream_the_view_refuses_answers_the_views_refusal(recorded: list[dict[str, Any]]) -> None:
+    stream = await _open_listen(application(), "not-a-token")
+    assert stream.status == 401
+    assert stream.headers["www-authenticate"].startswith("Bearer ")
+    assert "x-mcp-stream-plan" not in stream.headers
+    await stream.body()
+    await stream.finished()
+    assert len(recorded) == 1
 
 
 # The opt-in fast front -------------------------------------------------------------------------------------------

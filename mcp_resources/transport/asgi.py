@@ -54,7 +54,14 @@ from mcp_resources import cancellation
 from mcp_resources.conf import mcp_settings
 from mcp_resources.server import MCPServer
 from mcp_resources.transport.streams import Stream, StreamPlan, end_all_streams
-from mcp_resources.transport.views import STREAMS_SCOPE_KEY, MCPView, too_large_response
+from mcp_resources.transport.views import (
+    STREAM_PLAN_HEADER,
+    STREAM_SLOT_KEY,
+    STREAMS_SCOPE_KEY,
+    MCPView,
+    StreamSlot,
+    too_large_response,
+)
 
 logger = logging.getLogger("mcp_resources.transport")
 
@@ -104,9 +111,6 @@ class MCPEndpoint:
         if scope["type"] != "http":
             raise ValueError(f"MCPEndpoint serves HTTP, not {scope['type']!r}")
         headers = dict(scope.get("headers") or [])
-        if scope["method"] == "GET" and b"mcp-session-id" in headers:
-            await self._stream(scope, receive, send, b"", self.streams.prepare_session_stream)
-            return
         try:
             body = await self._read_body(receive, mcp_settings.max_request_bytes)
         except _ClientGone:
@@ -115,8 +119,11 @@ class MCPEndpoint:
         if body is None:
             await self._send(too_large_response(), send)
             return
+        if scope["method"] == "GET" and b"mcp-session-id" in headers:
+            await self._stream(scope, receive, send, body, "session")
+            return
         if scope["method"] == "POST" and headers.get(b"mcp-method") == b"subscriptions/listen":
-            await self._stream(scope, receive, send, body, self.streams.prepare_listen)
+            await self._stream(scope, receive, send, body, "listen")
             return
         token = cancellation.CancellationToken()
         scope = {**scope, cancellation.SCOPE_KEY: token, STREAMS_SCOPE_KEY: True}
@@ -127,15 +134,44 @@ class MCPEndpoint:
 
     # Streams ---------------------------------------------------------------------------------------------
 
-    async def _stream(
-        self, scope: Scope, receive: Receive, send: Send, body: bytes, prepare: Callable[[HttpRequest], Any]
-    ) -> None:
-        request = ASGIRequest({**scope, STREAMS_SCOPE_KEY: True}, io.BytesIO(body))
-        outcome = await sync_to_async(_as_request, thread_sensitive=False)(prepare, request)
-        if isinstance(outcome, StreamPlan):
-            await Stream(outcome, receive, send).serve()
+    async def _stream(self, scope: Scope, receive: Receive, send: Send, body: bytes, kind: str) -> None:
+        """Prepare a stream through Django's handler and the middleware (one thread hop), then serve it here.
+
+        The middleware sees the opening request and the stream's response (its headers reach the client: security
+        headers, CORS, cookies); the stream itself runs on the event loop afterwards, with no thread.
+        """
+        slot = StreamSlot(kind, self.streams)
+        scope = {**scope, STREAMS_SCOPE_KEY: True, STREAM_SLOT_KEY: slot}
+        if not self.middleware:
+            prepare = self.streams.prepare_listen if kind == "listen" else self.streams.prepare_session_stream
+            request = ASGIRequest(scope, io.BytesIO(body))
+            outcome = await sync_to_async(_as_request, thread_sensitive=False)(prepare, request)
+            if isinstance(outcome, StreamPlan):
+                await Stream(outcome, receive, send).serve()
+            else:
+                await self._send(outcome, send)
+            return
+        answer: Answer | None
+        if self.django_handler is not None:
+            handler = self.django_handler
+            answer = await sync_to_async(_through_wsgi, thread_sensitive=False)(handler, wsgi_environ(scope, body))
         else:
-            await self._send(outcome, send)
+            assert self.django_app is not None
+            answer = await _through_asgi(self.django_app, scope, _replay(body, receive, None))
+            if answer is None:
+                logger.debug("the client disconnected while its stream was prepared: nothing to serve")
+                return
+        plan = slot.plan
+        marker = STREAM_PLAN_HEADER.lower()
+        if plan is None or answer.status != 200 or (marker, slot.nonce) not in _lowered(answer.headers):
+            await self._send(answer, send)  # a refusal, of the view or of a middleware
+            return
+        plan.extra_headers += [
+            (name.lower().encode("latin-1"), value.encode("latin-1"))
+            for name, value in answer.headers
+            if name.lower() not in _STREAM_OWN_HEADERS and name.lower() != marker
+        ]
+        await Stream(plan, receive, send).serve()
 
     @staticmethod
     async def _lifespan(receive: Receive, send: Send) -> None:
@@ -305,7 +341,37 @@ def _as_request(handler: Callable[[HttpRequest], Any], request: HttpRequest) -> 
         signals.request_finished.send(sender=MCPEndpoint)
 
 
-def _replay(body: bytes, receive: Receive, token: cancellation.CancellationToken) -> Receive:
+_STREAM_OWN_HEADERS = frozenset(
+    {"content-type", "content-length", "content-encoding", "transfer-encoding", "etag", "last-modified", "vary"}
+)
+"""Headers of the placeholder response that do not describe the stream (the stream sets its own)."""
+
+
+def _lowered(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    return [(name.lower(), value) for name, value in headers]
+
+
+async def _through_asgi(app: ASGIApp, scope: Scope, receive: Receive) -> Answer | None:
+    """Run a request whose response is not a stream through an ASGI application; collect that response (``None``
+    if the application sent nothing, as when the client disconnected)."""
+    start: Message | None = None
+    chunks: list[bytes] = []
+
+    async def collect(message: Message) -> None:
+        nonlocal start
+        if message["type"] == "http.response.start":
+            start = message
+        elif message["type"] == "http.response.body":
+            chunks.append(message.get("body", b""))
+
+    await app(scope, receive, collect)
+    if start is None:
+        return None
+    headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in start.get("headers", [])]
+    return Answer(start["status"], headers, b"".join(chunks))
+
+
+def _replay(body: bytes, receive: Receive, token: cancellation.CancellationToken | None) -> Receive:
     """A ``receive`` for Django's handler: the body already read, then the client's messages; a disconnect cancels
     ``token`` before Django hears of it."""
     sent = False
@@ -316,7 +382,7 @@ def _replay(body: bytes, receive: Receive, token: cancellation.CancellationToken
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
         message = await receive()
-        if message["type"] == "http.disconnect":
+        if message["type"] == "http.disconnect" and token is not None:
             cancellation.cancel(token)
         return message
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import functools
 import logging
+import secrets
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.exceptions import DisallowedHost, RequestDataTooBig
@@ -50,6 +52,11 @@ logger = logging.getLogger("mcp_resources.transport")
 SESSION_HEADER = "Mcp-Session-Id"
 STREAMS_SCOPE_KEY = "mcp_resources.streams"
 """Set in the ASGI scope by :class:`~mcp_resources.transport.asgi.MCPEndpoint`: this deployment serves streams."""
+STREAM_SLOT_KEY = "mcp_resources.stream_slot"
+"""Where :class:`~mcp_resources.transport.asgi.MCPEndpoint` puts a :class:`StreamSlot` (ASGI scope or WSGI
+environ) for a stream's opening request that it sends through Django's handler and the middleware."""
+STREAM_PLAN_HEADER = "X-MCP-Stream-Plan"
+"""The header of the placeholder response that stands for a prepared stream while the middleware sees it."""
 FORCED_PRINCIPAL = "_mcp_forced_principal"
 """The request attribute through which :mod:`mcp_resources.test` authenticates a test request without a token."""
 
@@ -88,6 +95,41 @@ def serves_streams(request: HttpRequest) -> bool:
     return request.META.get(STREAMS_SCOPE_KEY) is True  # MCPEndpoint running Django's WSGI handler
 
 
+@dataclass
+class StreamSlot:
+    """A stream's opening request on its way through Django's handler: the view prepares the stream here.
+
+    ``kind`` is ``"listen"`` (a ``subscriptions/listen`` POST) or ``"session"`` (a 2025-11-25 session's GET);
+    ``view`` is the endpoint's own view (and so its server), which prepares the stream once the request has
+    reached the URLconf's view through the middleware. The view leaves the plan in ``plan`` and answers a placeholder response (200, ``X-MCP-Stream-Plan: <nonce>``) that
+    the middleware sees as the stream's response; :class:`~mcp_resources.transport.asgi.MCPEndpoint` then serves
+    the stream with the headers the middleware added. Any other response (a refusal of the view or of a
+    middleware) is sent as it is.
+    """
+
+    kind: str
+    view: MCPView
+    plan: StreamPlan | None = None
+    nonce: str = field(default_factory=lambda: secrets.token_hex(8))
+
+    def fill(self, request: HttpRequest) -> HttpResponse:
+        prepare = self.view.prepare_listen if self.kind == "listen" else self.view.prepare_session_stream
+        outcome = prepare(request)
+        if not isinstance(outcome, StreamPlan):
+            return outcome
+        self.plan = outcome
+        response = HttpResponse(status=200, content_type="text/event-stream")
+        response[STREAM_PLAN_HEADER] = self.nonce
+        return response
+
+
+def stream_slot(request: HttpRequest) -> StreamSlot | None:
+    """The :class:`StreamSlot` of a stream's opening request sent through Django's handler, else ``None``."""
+    scope = getattr(request, "scope", None)
+    slot = scope.get(STREAM_SLOT_KEY) if isinstance(scope, dict) else request.META.get(STREAM_SLOT_KEY)
+    return slot if isinstance(slot, StreamSlot) else None
+
+
 def too_large_response() -> HttpResponse:
     """413 with ``-32600``: the request body is over ``MAX_REQUEST_BYTES``."""
     return error_response(InvalidRequest("Request body too large", request_id=None), 413)
@@ -121,10 +163,13 @@ class MCPView(View):
         return None
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        refused = self.precheck(request)
+        slot = stream_slot(request)
+        refused = None if slot is not None else self.precheck(request)  # prepare_* run the same checks
         if refused is not None:
             return refused
         try:
+            if slot is not None:
+                return slot.fill(request)
             return super().dispatch(request, *args, **kwargs)  # type: ignore[return-value]
         except Exception:
             logger.exception("unexpected error in the MCP endpoint")

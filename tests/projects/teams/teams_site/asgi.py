@@ -17,7 +17,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402 (after 
 from django.urls import path, re_path  # noqa: E402
 from mcp_resources import MCPEndpoint  # noqa: E402
 
-mcp_endpoint = MCPEndpoint.as_asgi(django_asgi_app)
+mcp_endpoint = MCPEndpoint.as_asgi()
 
 application = ProtocolTypeRouter(
     {

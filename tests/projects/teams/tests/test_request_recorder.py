@@ -20,11 +20,6 @@ from mcp.client.streamable_http import streamable_http_client
 
 import live
 
-STREAMS_BYPASS_MIDDLEWARE = (
-    "MCPEndpoint serves stream requests (a 2025-11-25 session's GET, subscriptions/listen) on the event loop without "
-    "Django's handler: the project's middleware never sees them (mcp_resources/transport/asgi.py)"
-)
-
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[live.Project]:
@@ -86,17 +81,14 @@ def test_every_mcp_request_passes_through_the_middleware(server: live.Server, mo
     sent = run_session(server, mode)
     seen = recorded(server)
     streams = [request for request in sent if request[0] == "GET"]
-    if server.kind == "uvicorn":
-        sent = [request for request in sent if request[0] != "GET"]  # the streams: see the test below
     assert len(sent) >= 4
     assert Counter(seen) == Counter(sent)
-    expected_mode = "async" if server.kind == "uvicorn" else "sync"
-    assert {r["mode"] for r in server.recorded()} == {expected_mode}
+    # Under uvicorn too the middleware runs synchronously: MCPEndpoint runs Django's handler in one worker thread.
+    assert {r["mode"] for r in server.recorded()} == {"sync"}
     if mode == "legacy" and server.kind == "gunicorn":
         assert streams == [("GET", None, 405)]  # WSGI offers no stream; Django answered, middleware included
 
 
-@pytest.mark.xfail(strict=True, reason=STREAMS_BYPASS_MIDDLEWARE)
 def test_stream_requests_pass_through_the_middleware_under_asgi(project: live.Project) -> None:
     with live.serving(project, name="asgi-streams") as server:
         sent = run_session(server, "legacy")
