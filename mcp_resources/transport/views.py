@@ -101,10 +101,10 @@ class StreamSlot:
 
     ``kind`` is ``"listen"`` (a ``subscriptions/listen`` POST) or ``"session"`` (a 2025-11-25 session's GET);
     ``view`` is the endpoint's own view (and so its server), which prepares the stream once the request has
-    reached the URLconf's view through the middleware. The view leaves the plan in ``plan`` and answers a placeholder response (200, ``X-MCP-Stream-Plan: <nonce>``) that
-    the middleware sees as the stream's response; :class:`~mcp_resources.transport.asgi.MCPEndpoint` then serves
-    the stream with the headers the middleware added. Any other response (a refusal of the view or of a
-    middleware) is sent as it is.
+    reached the URLconf's view through the middleware. The view leaves the plan in ``plan`` and answers a
+    placeholder response (200, ``X-MCP-Stream-Plan: <nonce>``) that the middleware sees as the stream's response;
+    :class:`~mcp_resources.transport.asgi.MCPEndpoint` then serves the stream with the headers the middleware
+    added. Any other response (a refusal of the view or of a middleware) is sent as it is.
     """
 
     kind: str
