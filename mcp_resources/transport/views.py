@@ -37,9 +37,9 @@ from mcp_resources.transport.headers import check_stateless_request, header
 from mcp_resources.transport.origin import origin_allowed
 from mcp_resources.transport.sessions import (
     Session,
-    create_session,
-    end_session,
-    get_session,
+    SessionLimitReached,
+    SessionStore,
+    default_store,
     owner_of,
     subscriptions_of,
 )
@@ -70,8 +70,8 @@ def json_response(
     return response
 
 
-def error_response(error: MCPError, status: int | None = None) -> HttpResponse:
-    return json_response(error.to_response(), status=error.http_status if status is None else status)
+def error_response(error: MCPError, status: int | None = None, headers: dict[str, str] | None = None) -> HttpResponse:
+    return json_response(error.to_response(), status=error.http_status if status is None else status, headers=headers)
 
 
 def is_stateless_request(message: jsonrpc.Message, version_header: str | None) -> bool:
@@ -95,6 +95,8 @@ class MCPView(View):
     """The MCP endpoint. ``MCPView.as_view(server=MCPServer(registry))`` serves another registry."""
 
     server: MCPServer | None = None
+    session_store: SessionStore = default_store
+    """Where 2025-11-25 sessions live, and their bounds (:class:`~mcp_resources.transport.sessions.SessionStore`)."""
     http_method_names = ["get", "post", "delete"]
 
     @classmethod
@@ -201,7 +203,7 @@ class MCPView(View):
         in_session = opens_session or (session_id is not None and version_header != V2026_07_28)
 
         if message.is_response:
-            if in_session and session_id is not None and get_session(session_id, principal) is not None:
+            if in_session and session_id is not None and self.session_store.get(session_id, principal) is not None:
                 return HttpResponse(status=202)
             return error_response(InvalidRequest("Clients may not send responses", request_id=None))
         assert message.method is not None
@@ -232,7 +234,12 @@ class MCPView(View):
             result = self.get_server().call("initialize", message.params, ctx)
         except MCPError as exc:
             return error_response(exc.with_id(message.id), 400)
-        session = create_session(principal, version)
+        try:
+            session = self.session_store.create(principal, version)
+        except SessionLimitReached as exc:
+            logger.warning("refused initialize: the caller already holds %d sessions", exc.limit)
+            refusal = InvalidRequest("Too many sessions for this caller", data={"maxSessions": exc.limit})
+            return error_response(refusal.with_id(message.id), 429, headers={"Retry-After": str(exc.retry_after)})
         return json_response(
             jsonrpc.result_response(message.id, result),  # type: ignore[arg-type]
             headers={SESSION_HEADER: session.id},
@@ -246,7 +253,7 @@ class MCPView(View):
         session_id: str,
         version_header: str | None,
     ) -> HttpResponse:
-        session = get_session(session_id, principal)
+        session = self.session_store.get(session_id, principal)
         if session is None:
             return error_response(InvalidRequest("Session not found", request_id=message.id), 404)
         if version_header is not None and version_header != session.protocol_version:
@@ -285,10 +292,10 @@ class MCPView(View):
             principal = self.authenticate(request)
         except AuthenticationRequired as exc:
             return self.auth_failure(request, exc)
-        session = get_session(session_id, principal)
+        session = self.session_store.get(session_id, principal)
         if session is None:
             return error_response(InvalidRequest("Session not found", request_id=None), 404)
-        end_session(session)
+        self.session_store.end(session)
         return HttpResponse(status=204)
 
     def get(self, request: HttpRequest) -> HttpResponse:
@@ -365,7 +372,7 @@ class MCPView(View):
             principal = self.authenticate(request)
         except AuthenticationRequired as exc:
             return self.auth_failure(request, exc)
-        session: Session | None = get_session(session_id, principal)
+        session: Session | None = self.session_store.get(session_id, principal)
         if session is None:
             return error_response(InvalidRequest("Session not found", request_id=None), 404)
         return StreamPlan(
