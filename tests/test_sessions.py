@@ -25,12 +25,15 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from mcp_resources.auth.tokens import issue_access_token
+from mcp_resources.models import StaticResource
 from mcp_resources.transport.sessions import SessionStore
 from tests.conftest import RESOURCE
 
 pytestmark = pytest.mark.django_db
 
 FLOOD = 10_000
+REFUSED_FLOOD = 1_000
+"""Anonymous ``initialize`` requests answered 401 (they used to open sessions: 250 evicted an idle one)."""
 INVALID_REQUEST = -32600
 
 
@@ -99,6 +102,19 @@ def test_anonymous_flood_leaves_an_authenticated_session_where_anonymous_session
     assert capacity == 100  # a third of the default LocMemCache's MAX_ENTRIES
     assert ping(http, anonymous[-1]) == ping(http, anonymous[-capacity]) == 200
     assert ping(http, anonymous[0]) == ping(http, anonymous[-capacity - 1]) == 404
+
+
+def test_anonymous_flood_is_refused_and_stores_nothing_where_anything_is_protected(
+    http: Client, alice: Any, make_token: Callable[..., str]
+) -> None:
+    """The demo serves protected templates: anonymous ``initialize`` is answered 401 and opens nothing."""
+    token = make_token(alice)
+    alices = open_session(http, "/mcp", token)
+    for _ in range(REFUSED_FLOOD):
+        response = initialize(http, "/mcp")
+        assert response.status_code == 401
+        assert "Mcp-Session-Id" not in response
+    assert ping(http, alices, "/mcp", token) == 200
 
 
 def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
@@ -219,6 +235,38 @@ def test_forged_anonymous_ids_are_unknown(http: Client) -> None:
     others = [s for s in ("0", "1", "99", "999999999", "-1", "01", "1e3", "") if s != slot]
     for forged in ("A" * 43 + "." + slot, *(randomness + "." + other for other in others), randomness):
         assert ping(http, forged) == 404, forged
+
+
+# When initialize asks for the token ------------------------------------------------------------------------
+
+
+def test_initialize_asks_for_the_token_with_the_listings_challenge(http: Client) -> None:
+    response = initialize(http, "/mcp")
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"] == (
+        'Bearer scope="documents:read",'
+        'resource_metadata="http://127.0.0.1:8000/.well-known/oauth-protected-resource/mcp"'
+    )
+
+
+def test_a_protected_static_resource_from_code_asks_for_the_token(http: Client) -> None:
+    assert initialize(http, "/guarded/mcp").status_code == 401
+    assert initialize(http, "/public/mcp").status_code == 200
+
+
+def test_an_enabled_protected_admin_resource_asks_for_the_token(http: Client) -> None:
+    row = StaticResource.objects.create(
+        uri="sessions://admin", name="admin", text="rows", access="protected", required_scopes="documents:read"
+    )
+    assert initialize(http, "/public/mcp").status_code == 401
+    row.enabled = False
+    row.save()
+    assert initialize(http, "/public/mcp").status_code == 200
+
+
+def test_no_authentication_never_asks_for_a_token(http: Client, settings: Any) -> None:
+    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "AUTHENTICATION_CLASS": "mcp_resources.auth.NoAuthentication"}
+    assert initialize(http, "/mcp").status_code == 200
 
 
 # The store's bounds ------------------------------------------------------------------------------------------
