@@ -14,13 +14,16 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import json
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urljoin, urlsplit
 
+import anyio
 import httpx2
 import pytest
 from mcp import Client
@@ -36,6 +39,7 @@ pytestmark = pytest.mark.e2e
 
 REDIRECT_URI = "http://127.0.0.1:9/callback"  # never contacted: the scripted user reads the redirect itself
 VERSION = "2026-07-28"
+LEGACY = "2025-11-25"
 
 
 def metadata_url(server: live.Server) -> str:
@@ -156,6 +160,19 @@ class Exchange:
     status: int
     request_body: bytes
     www_authenticate: str | None
+    session: str | None = None
+    """The request's ``Mcp-Session-Id``."""
+    issued_session: str | None = None
+    """The response's ``Mcp-Session-Id``."""
+    authorized: bool = False
+    """Whether the request carried an ``Authorization`` header."""
+
+    @property
+    def rpc_method(self) -> str | None:
+        try:
+            return str(json.loads(self.request_body)["method"])
+        except (ValueError, KeyError, TypeError):
+            return None
 
 
 @dataclass
@@ -168,8 +185,17 @@ class Session:
     results: dict[str, Any]
 
 
-def run_sdk(server: live.Server, user: ScriptedUser, uri: str, storage: MemoryStorage | None = None) -> Session:
-    """Connect the official client with OAuth to ``server``, read ``uri`` and list resources."""
+def run_sdk(
+    server: live.Server,
+    user: ScriptedUser,
+    uri: str,
+    storage: MemoryStorage | None = None,
+    *,
+    mode: str = "auto",
+    midway: Callable[[], object] | None = None,
+) -> Session:
+    """Connect the official client with OAuth to ``server`` (``mode`` as ``Client`` takes it), read ``uri`` and list
+    resources; with ``midway``, then run it (in a thread) and list again in the same client (``results["again"]``)."""
     storage = storage or MemoryStorage()
     exchanges: list[Exchange] = []
 
@@ -177,7 +203,18 @@ def run_sdk(server: live.Server, user: ScriptedUser, uri: str, storage: MemorySt
         request = response.request
         body = request.content if isinstance(request.stream, httpx2.ByteStream) else b""
         challenge = response.headers.get("www-authenticate")
-        exchanges.append(Exchange(request.method, str(request.url), response.status_code, body, challenge))
+        exchanges.append(
+            Exchange(
+                request.method,
+                str(request.url),
+                response.status_code,
+                body,
+                challenge,
+                session=request.headers.get("mcp-session-id"),
+                issued_session=response.headers.get("mcp-session-id"),
+                authorized="authorization" in request.headers,
+            )
+        )
 
     async def main() -> dict[str, Any]:
         provider = OAuthClientProvider(
@@ -195,11 +232,15 @@ def run_sdk(server: live.Server, user: ScriptedUser, uri: str, storage: MemorySt
         )
         async with (
             httpx2.AsyncClient(auth=provider, timeout=30, event_hooks={"response": [record]}) as http,
-            Client(streamable_http_client(server.url, http_client=http)) as client,
+            Client(streamable_http_client(server.url, http_client=http), mode=mode) as client,
         ):
             read = await client.read_resource(uri)
             listed = await client.list_resources()
-            return {"read": read, "list": listed, "protocol": client.protocol_version}
+            results: dict[str, Any] = {"read": read, "list": listed, "protocol": client.protocol_version}
+            if midway is not None:
+                await anyio.to_thread.run_sync(midway)
+                results["again"] = await client.list_resources()
+            return results
 
     results = asyncio.run(main())
     return Session(exchanges, storage, user, results)
@@ -322,6 +363,94 @@ def test_sdk_discovers_registers_authorizes_and_reads(demo_server: live.Server) 
     scope, resource, stored, owner = stored_token(demo_server, session.storage.tokens.access_token)
     assert (scope, resource, stored, owner) == ("documents:read", [demo_server.url], "", "alice")
     assert session.storage.tokens.access_token.encode() not in demo_server.log.read_bytes()
+
+
+def revoke(server: live.Server, token: str) -> None:
+    """Delete the access token row of ``token`` (what revocation or an administrator does), in another process."""
+    checksum = hashlib.sha256(token.encode()).hexdigest()
+    server.project.shell(
+        "from oauth2_provider.models import get_access_token_model; "
+        f"print(get_access_token_model().objects.filter(token_checksum={checksum!r}).delete()[0])"
+    )
+
+
+def mcp_exchanges(session: Session, server: live.Server) -> list[Exchange]:
+    return [e for e in session.exchanges if e.url == server.url]
+
+
+def test_legacy_sdk_authenticates_at_initialize_and_lists_in_one_client(demo_server: live.Server) -> None:
+    """The Python SDK in 2025-11-25 mode, knowing only the MCP URL: ``initialize`` is answered 401 (the demo serves
+    protected templates), the SDK runs the whole OAuth flow inside that request and sends ``initialize`` again with
+    its token; the session it gets belongs to alice from the start, and every later request uses it."""
+    doc_id = first_document(demo_server, "alice")
+    uri = f"learn://documents/{doc_id}"
+    user = ScriptedUser("alice", "alice")
+    session = run_sdk(demo_server, user, uri, mode="legacy")
+
+    assert session.results["protocol"] == LEGACY
+    assert session.results["read"].contents[0].text == "This is document 1 of alice."
+    listed = [str(resource.uri) for resource in session.results["list"].resources]
+    assert "learn://about" in listed
+    assert uri in listed
+
+    mcp = mcp_exchanges(session, demo_server)
+    first = mcp[0]
+    assert (first.method, first.rpc_method, first.status, first.authorized) == ("POST", "initialize", 401, False)
+    assert first.session is None  # no session exists before the token
+    assert first.issued_session is None
+    params = challenge_params(first.www_authenticate)
+    assert params == {"scope": "documents:read", "resource_metadata": metadata_url(demo_server)}
+    calls = [(e.method, e.url.split("?")[0], e.status) for e in session.exchanges]
+    assert calls[1:6] == [
+        ("GET", metadata_url(demo_server), 200),
+        ("GET", demo_server.base + "/.well-known/oauth-authorization-server", 200),
+        ("POST", demo_server.base + "/o/register/", 201),
+        ("POST", demo_server.base + "/o/token/", 200),
+        ("POST", demo_server.url, 200),
+    ]
+    initialized = mcp[1]
+    assert (initialized.rpc_method, initialized.authorized) == ("initialize", True)
+    issued = initialized.issued_session
+    assert issued is not None
+    # One session, opened with the token, used by every later request (POSTs, the GET stream, the closing DELETE).
+    assert {e.issued_session for e in mcp if e.issued_session} == {issued}
+    later = mcp[2:]
+    assert {e.method for e in later} == {"POST", "GET", "DELETE"}
+    assert all(e.session == issued and e.authorized and 200 <= e.status < 300 for e in later), [
+        (e.method, e.rpc_method, e.status, e.session == issued) for e in later
+    ]
+    assert len(user.consents) == 1
+    assert user.consents[0]["scope"] == "documents:read"
+
+
+def test_legacy_sdk_reauthorizes_on_a_later_401_and_keeps_its_session(demo_server: live.Server) -> None:
+    """A 401 after the session exists (here the token is revoked midway): the SDK authorizes again, as the same
+    user through the same registered client, and retries on the same session, which still belongs to that caller."""
+    uri = f"learn://documents/{first_document(demo_server, 'bob')}"
+    user = ScriptedUser("bob", "bob")
+    storage = MemoryStorage()
+
+    def revoke_current() -> None:
+        assert storage.tokens is not None
+        revoke(demo_server, storage.tokens.access_token)
+
+    session = run_sdk(demo_server, user, uri, storage, mode="legacy", midway=revoke_current)
+
+    again = [str(resource.uri) for resource in session.results["again"].resources]
+    assert uri in again
+    mcp = mcp_exchanges(session, demo_server)
+    refused = [e for e in mcp if e.status == 401]
+    assert [e.rpc_method for e in refused] == ["initialize", "resources/list"]
+    assert challenge_params(refused[1].www_authenticate)["error"] == "invalid_token"
+    issued = {e.issued_session for e in mcp if e.issued_session}
+    assert len(issued) == 1
+    assert {refused[1].session} == issued
+    retried = mcp[mcp.index(refused[1]) + 1 :]
+    assert retried[0].rpc_method == "resources/list"
+    assert (retried[0].status, {retried[0].session}) == (200, issued)
+    assert all(e.status != 404 for e in mcp)
+    assert len(user.consents) == 2  # signed in twice, registered once
+    assert [e.status for e in session.exchanges if e.url.endswith("/o/register/")] == [201]
 
 
 def test_token_for_another_resource_is_refused(demo_server: live.Server) -> None:

@@ -232,9 +232,8 @@ def test_force_authenticate_none_calls_anonymously_again(alice: Any, documents: 
         client.read_resource(uri_of(documents["alice"][0]))
 
 
-@pytest.mark.parametrize("version", ["2026-07-28", "2025-11-25"])
-def test_anonymous_access_to_public_resources(version: str) -> None:
-    client = MCPClient(protocol_version=version)
+def test_anonymous_access_to_public_resources() -> None:
+    client = MCPClient(protocol_version="2026-07-28")
     text = client.read_resource("test://static-text")["contents"][0]
     assert text == {
         "uri": "test://static-text",
@@ -246,6 +245,14 @@ def test_anonymous_access_to_public_resources(version: str) -> None:
     assert "42" in data["text"]
     templates = [template["uriTemplate"] for template in client.list_templates()["resourceTemplates"]]
     assert "test://template/{id}/data" in templates
+
+
+def test_anonymous_session_is_refused_where_anything_is_protected() -> None:
+    """The demo serves protected templates: 2025-11-25 ``initialize`` asks for the token (docs/protocol.md)."""
+    client = MCPClient(protocol_version="2025-11-25")
+    with pytest.raises(AuthenticationRequired):
+        client.read_resource("test://static-text")
+    assert client.session_id is None
 
 
 # Middleware -----------------------------------------------------------------------------------------------

@@ -668,9 +668,10 @@ def test_other_methods_are_405(endpoint: Endpoint, method: str) -> None:
     assert reply.headers["Allow"] == "POST, DELETE"
 
 
-def test_get_with_a_session_is_405_under_wsgi(endpoint: Endpoint) -> None:
-    session, _ = endpoint.session()
-    reply = raw_request(endpoint.url, "GET", headers=[("Mcp-Session-Id", session), ("Accept", "text/event-stream")])
+def test_get_with_a_session_is_405_under_wsgi(endpoint: Endpoint, alice_token: str) -> None:
+    session, _ = endpoint.session(token=alice_token)
+    headers = [("Mcp-Session-Id", session), ("Accept", "text/event-stream"), ("Authorization", f"Bearer {alice_token}")]
+    reply = raw_request(endpoint.url, "GET", headers=headers)
     assert reply.status == 405
 
 
@@ -724,8 +725,8 @@ def test_host_not_allowed_is_400(endpoint: Endpoint, host: str) -> None:
     ("requested", "negotiated"),
     [("2025-11-25", "2025-11-25"), ("2025-06-18", "2025-06-18"), ("2024-11-05", "2025-11-25"), ("x", "2025-11-25")],
 )
-def test_initialize(endpoint: Endpoint, requested: str, negotiated: str) -> None:
-    reply = endpoint.initialize(requested)
+def test_initialize(endpoint: Endpoint, requested: str, negotiated: str, alice_token: str) -> None:
+    reply = endpoint.initialize(requested, token=alice_token)
     assert reply.status == 200
     result = reply.result
     assert result["protocolVersion"] == negotiated
@@ -742,7 +743,7 @@ def test_no_subscriptions_are_offered_where_no_stream_can_be_served(
 ) -> None:
     """Django's handler alone (here its WSGI handler) cannot hold a stream: subscriptions are neither announced nor
     accepted (``MCPEndpoint`` serves them under ASGI, tests/test_streams.py), in both protocol eras."""
-    assert endpoint.initialize().result["capabilities"]["resources"] == {}
+    assert endpoint.initialize(token=alice_token).result["capabilities"]["resources"] == {}
     discovered = endpoint.call("server/discover").json["result"]
     assert discovered["capabilities"]["resources"] == {}
     session, version = endpoint.session("2025-11-25", token=alice_token)
@@ -759,8 +760,8 @@ def test_no_subscriptions_are_offered_where_no_stream_can_be_served(
     assert refused.json["error"]["code"] == METHOD_NOT_FOUND
 
 
-def test_session_ids_are_unique(endpoint: Endpoint) -> None:
-    ids = {endpoint.initialize().headers["Mcp-Session-Id"] for _ in range(5)}
+def test_session_ids_are_unique(endpoint: Endpoint, alice_token: str) -> None:
+    ids = {endpoint.initialize(token=alice_token).headers["Mcp-Session-Id"] for _ in range(5)}
     assert len(ids) == 5
 
 
@@ -795,9 +796,11 @@ def test_session_flow(endpoint: Endpoint, people: People, alice_token: str) -> N
     assert static.result["contents"][0]["text"].startswith("This is the content")
 
 
-def test_session_protected_list_without_token_is_401(endpoint: Endpoint) -> None:
-    session, _ = endpoint.session()
-    assert_challenge(endpoint.session_message(session, "resources/list", {}))
+def test_initialize_without_token_is_401_where_anything_is_protected(endpoint: Endpoint) -> None:
+    """The registry holds protected templates: a session is opened only by the caller who will use them."""
+    reply = endpoint.initialize()
+    assert_challenge(reply)
+    assert "Mcp-Session-Id" not in reply.headers
 
 
 def test_initialize_on_the_2026_wire_is_404(endpoint: Endpoint) -> None:
@@ -807,17 +810,17 @@ def test_initialize_on_the_2026_wire_is_404(endpoint: Endpoint) -> None:
     assert "Mcp-Session-Id" not in reply.headers
 
 
-def test_session_without_version_header(endpoint: Endpoint) -> None:
-    session, _ = endpoint.session()
+def test_session_without_version_header(endpoint: Endpoint, alice_token: str) -> None:
+    session, _ = endpoint.session(token=alice_token)
     body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
-    reply = endpoint.post(body, {"Mcp-Session-Id": session})
+    reply = endpoint.post(body, {"Mcp-Session-Id": session}, token=alice_token)
     assert reply.status == 200
     assert reply.result == {}
 
 
-def test_session_version_header_mismatch(endpoint: Endpoint) -> None:
-    session, _ = endpoint.session("2025-11-25")
-    reply = endpoint.session_message(session, "ping", version="2025-06-18")
+def test_session_version_header_mismatch(endpoint: Endpoint, alice_token: str) -> None:
+    session, _ = endpoint.session("2025-11-25", token=alice_token)
+    reply = endpoint.session_message(session, "ping", version="2025-06-18", token=alice_token)
     assert reply.status == 400
     assert reply.json["id"] == 1
 
@@ -861,10 +864,10 @@ def test_delete_ends_session(endpoint: Endpoint, alice_token: str, bob_token: st
     assert again.status == 404
 
 
-def test_session_unknown_method(endpoint: Endpoint) -> None:
-    session, _ = endpoint.session()
+def test_session_unknown_method(endpoint: Endpoint, alice_token: str) -> None:
+    session, _ = endpoint.session(token=alice_token)
     for method in ("server/discover", "tools/list"):
-        reply = endpoint.session_message(session, method, {})
+        reply = endpoint.session_message(session, method, {}, token=alice_token)
         assert reply.json["error"]["code"] == METHOD_NOT_FOUND
         assert reply.json["id"] == 1
 
@@ -1378,8 +1381,8 @@ def test_mcp_post_passes_through_a_project_middleware_under_wsgi(
         token = make_token(people.alice, resource=endpoint.url)
         read = endpoint.read(doc_uri(people.alice_docs[0]), token=token)
         anonymous = endpoint.call("resources/list")
-        session, _ = endpoint.session()
-        pong = endpoint.session_message(session, "ping")
+        session, _ = endpoint.session(token=token)
+        pong = endpoint.session_message(session, "ping", token=token)
     assert read.result["contents"][0]["text"] == "alice body 0"
     assert anonymous.status == 401
     assert pong.status == 200
@@ -1388,6 +1391,6 @@ def test_mcp_post_passes_through_a_project_middleware_under_wsgi(
     assert MIDDLEWARE_LOG == [
         {"method": "POST", "path": "/mcp", "mcp_method": "resources/read", "user": "alice", "status": 200},
         {"method": "POST", "path": "/mcp", "mcp_method": "resources/list", "user": None, "status": 401},
-        {"method": "POST", "path": "/mcp", "mcp_method": None, "user": None, "status": 200},  # initialize
-        {"method": "POST", "path": "/mcp", "mcp_method": None, "user": None, "status": 200},  # ping in the session
+        {"method": "POST", "path": "/mcp", "mcp_method": None, "user": "alice", "status": 200},  # initialize
+        {"method": "POST", "path": "/mcp", "mcp_method": None, "user": "alice", "status": 200},  # ping in the session
     ]

@@ -20,6 +20,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
+from mcp_resources.access import PUBLIC
 from mcp_resources.conf import mcp_settings
 from mcp_resources.exceptions import (
     AuthenticationRequired,
@@ -30,6 +31,7 @@ from mcp_resources.exceptions import (
     InvalidRequest,
     MCPError,
 )
+from mcp_resources.models import StaticResource
 from mcp_resources.principal import Principal
 from mcp_resources.protocol import jsonrpc
 from mcp_resources.protocol.versions import PROTOCOL_VERSION_META, SESSION_VERSIONS, V2026_07_28
@@ -39,9 +41,9 @@ from mcp_resources.transport.headers import check_stateless_request, header
 from mcp_resources.transport.origin import origin_allowed
 from mcp_resources.transport.sessions import (
     Session,
-    create_session,
-    end_session,
-    get_session,
+    SessionLimitReached,
+    SessionStore,
+    default_store,
     owner_of,
     subscriptions_of,
 )
@@ -77,8 +79,8 @@ def json_response(
     return response
 
 
-def error_response(error: MCPError, status: int | None = None) -> HttpResponse:
-    return json_response(error.to_response(), status=error.http_status if status is None else status)
+def error_response(error: MCPError, status: int | None = None, headers: dict[str, str] | None = None) -> HttpResponse:
+    return json_response(error.to_response(), status=error.http_status if status is None else status, headers=headers)
 
 
 def is_stateless_request(message: jsonrpc.Message, version_header: str | None) -> bool:
@@ -139,6 +141,8 @@ class MCPView(View):
     """The MCP endpoint. ``MCPView.as_view(server=MCPServer(registry))`` serves another registry."""
 
     server: MCPServer | None = None
+    session_store: SessionStore = default_store
+    """Where 2025-11-25 sessions live, and their bounds (:class:`~mcp_resources.transport.sessions.SessionStore`)."""
     http_method_names = ["get", "post", "delete"]
 
     @classmethod
@@ -248,7 +252,7 @@ class MCPView(View):
         in_session = opens_session or (session_id is not None and version_header != V2026_07_28)
 
         if message.is_response:
-            if in_session and session_id is not None and get_session(session_id, principal) is not None:
+            if in_session and session_id is not None and self.session_store.get(session_id, principal) is not None:
                 return HttpResponse(status=202)
             return error_response(InvalidRequest("Clients may not send responses", request_id=None))
         assert message.method is not None
@@ -266,6 +270,24 @@ class MCPView(View):
         ctx = CallContext(request, version, principal, capabilities, streams=serves_streams(request))
         return self.run(message, ctx)
 
+    def initialize_requires_token(self, request: HttpRequest) -> bool:
+        """Whether ``initialize`` without a token is answered 401: something this endpoint serves needs one.
+
+        Then every session is opened by the caller who will use it, and one that authenticates later never has to
+        take over a session opened anonymously (docs/protocol.md, "Sessions and OAuth"). A protected template,
+        static resource from code, or enabled admin ``StaticResource`` counts, listed or not. An authentication
+        class that advertises no protected resource metadata (``NoAuthentication``) tells no client where to get a
+        token, so it is not asked for one.
+        """
+        if mcp_settings.authentication_class().resource_metadata_url(request) is None:
+            return False
+        registry = self.get_server().registry
+        if any(template.access != PUBLIC for template in registry.templates):
+            return True
+        if any(resource.access != PUBLIC for resource in registry.iter_resources()):
+            return True
+        return StaticResource.objects.filter(enabled=True).exclude(access=PUBLIC).exists()
+
     def initialize(self, request: HttpRequest, message: jsonrpc.Message, principal: Principal) -> HttpResponse:
         if message.is_notification:
             return error_response(InvalidRequest("initialize must be a request", request_id=None), 400)
@@ -273,13 +295,21 @@ class MCPView(View):
         if not isinstance(requested, str):
             error = InvalidParams("initialize needs a protocolVersion string", request_id=message.id)
             return error_response(error, 400)
+        if not principal.authenticated and self.initialize_requires_token(request):
+            # A session belongs to its caller for life: a caller who will need a token gets it before it exists.
+            return self.auth_failure(request, AuthenticationRequired(self.get_server().inventory_scopes()))
         version = negotiate_version(requested)
         ctx = CallContext(request, version, principal, streams=serves_streams(request))
         try:
             result = self.get_server().call("initialize", message.params, ctx)
         except MCPError as exc:
             return error_response(exc.with_id(message.id), 400)
-        session = create_session(principal, version)
+        try:
+            session = self.session_store.create(principal, version)
+        except SessionLimitReached as exc:
+            logger.warning("refused initialize: the caller already holds %d sessions", exc.limit)
+            refusal = InvalidRequest("Too many sessions for this caller", data={"maxSessions": exc.limit})
+            return error_response(refusal.with_id(message.id), 429, headers={"Retry-After": str(exc.retry_after)})
         return json_response(
             jsonrpc.result_response(message.id, result),  # type: ignore[arg-type]
             headers={SESSION_HEADER: session.id},
@@ -293,7 +323,7 @@ class MCPView(View):
         session_id: str,
         version_header: str | None,
     ) -> HttpResponse:
-        session = get_session(session_id, principal)
+        session = self.session_store.get(session_id, principal)
         if session is None:
             return error_response(InvalidRequest("Session not found", request_id=message.id), 404)
         if version_header is not None and version_header != session.protocol_version:
@@ -332,10 +362,10 @@ class MCPView(View):
             principal = self.authenticate(request)
         except AuthenticationRequired as exc:
             return self.auth_failure(request, exc)
-        session = get_session(session_id, principal)
+        session = self.session_store.get(session_id, principal)
         if session is None:
             return error_response(InvalidRequest("Session not found", request_id=None), 404)
-        end_session(session)
+        self.session_store.end(session)
         return HttpResponse(status=204)
 
     def get(self, request: HttpRequest) -> HttpResponse:
@@ -412,7 +442,7 @@ class MCPView(View):
             principal = self.authenticate(request)
         except AuthenticationRequired as exc:
             return self.auth_failure(request, exc)
-        session: Session | None = get_session(session_id, principal)
+        session: Session | None = self.session_store.get(session_id, principal)
         if session is None:
             return error_response(InvalidRequest("Session not found", request_id=None), 404)
         return StreamPlan(
