@@ -117,11 +117,6 @@ def _browser(user: str) -> ts_driver.TSClient:
     return ts_driver.TSClient(authorize=authorize)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 14 point 5 (another helper): a 2025-11-25 session initialized anonymously is refused (404 Session "
-    "not found) once the same client instance retries with its token",
-)
 def test_oauth_from_the_bare_url_to_a_listing(demo_server: live.Server) -> None:
     alice = demo_server.project.ids("Document", "alice")
     with _browser("alice") as client:

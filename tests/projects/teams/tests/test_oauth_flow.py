@@ -28,11 +28,6 @@ from pydantic import AnyUrl
 import live
 from teams.management.commands.seed_teams import PAYLOAD
 
-POINT_5 = (
-    "issue 14 point 5 (another helper): a 2025-11-25 session initialized anonymously is refused (404 Session not "
-    "found) once the same client instance retries with its token"
-)
-
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[live.Project]:
@@ -181,7 +176,6 @@ def test_2026_07_28_mode_from_the_bare_url_to_a_listing(server: live.Server) -> 
     assert_from_the_bare_url_to_a_listing(server, run, "2026-07-28", "ann")
 
 
-@pytest.mark.xfail(strict=True, reason=POINT_5)
 def test_legacy_mode_from_the_bare_url_to_a_listing(server: live.Server) -> None:
     run = run_sdk(server, "legacy", "ben")
     assert_from_the_bare_url_to_a_listing(server, run, "2025-11-25", "ben")

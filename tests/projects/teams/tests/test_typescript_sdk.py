@@ -22,10 +22,6 @@ import ts_driver
 from teams.management.commands.seed_teams import PAYLOAD
 
 NOT_FOUND_2025 = -32002
-POINT_5 = (
-    "issue 14 point 5 (another helper): a 2025-11-25 session initialized anonymously is refused (404 Session not "
-    "found) once the same client instance retries with its token"
-)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -132,7 +128,6 @@ def _browser(username: str) -> ts_driver.TSClient:
     return ts_driver.TSClient(authorize=lambda url: user.authorize(url)["code"])
 
 
-@pytest.mark.xfail(strict=True, reason=POINT_5)
 def test_oauth_from_the_bare_url_to_a_listing(server: live.Server) -> None:
     with _browser("cat") as client:
         client.call("connect", url=server.url, oauth={"redirect_uri": live.REDIRECT_URI, "client_name": "ts teams"})
