@@ -80,14 +80,18 @@ class ResourceRegistry:
         return self._registry.get(name)
 
     def match(self, uri: str) -> tuple[ResourceTemplate, Any] | None:
-        """Route ``uri`` to the first template whose ``parse_uri`` accepts it, with the parsed value."""
+        """Route ``uri`` to the first template that accepts it, with the parsed value.
+
+        A template accepts ``uri`` when its ``parse_uri`` returns a value whose ``canonical_uri`` is ``uri``, byte
+        for byte (:meth:`~mcp_resources.ResourceTemplate.resolve_uri`): one URI per record.
+        """
         for template in self._registry.values():
             try:
                 if not uri.startswith(template.compiled.literal_prefix):
                     continue
             except ValueError:
                 continue
-            parsed = template.parse_uri(uri)
+            parsed = template.resolve_uri(uri)
             if parsed is not None:
                 return template, parsed
         return None

@@ -244,6 +244,15 @@ def _only_fields(template: ModelResourceTemplate) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def reads_back(template: ResourceTemplate, uri: str) -> bool:
+    """Whether a read of ``uri`` routes to ``template``'s record: ``uri`` matches and is its canonical spelling."""
+    try:
+        return template.resolve_uri(uri) is not None
+    except Exception:
+        # A parse_uri override that refuses the URI (ResourceError) or fails: the URI could never be read.
+        return False
+
+
 def validate_page(
     template: ResourceTemplate,
     raw: Any,
@@ -287,8 +296,10 @@ def validate_page(
         uri, title, mime = resource.get("uri"), resource.get("name"), resource.get("mimeType")
         if not isinstance(uri, str) or not uri or len(uri) > MAX_URI_LENGTH:
             raise SourceContractError(f"{name}: uri missing or over {MAX_URI_LENGTH} characters")
-        if template.compiled.match(uri) is None:
-            raise SourceContractError(f"{name}: uri {uri[:200]!r} does not match {template.uri_template}")
+        if not reads_back(template, uri):
+            raise SourceContractError(
+                f"{name}: uri {uri[:200]!r} is not a URI of {template.uri_template} in the one spelling it reads"
+            )
         if uri in seen:
             raise SourceContractError(f"{name}: uri {uri[:200]!r} repeated")
         seen.add(uri)
