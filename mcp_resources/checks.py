@@ -15,10 +15,9 @@ from django.utils.module_loading import import_string
 
 from mcp_resources.access import ACCESS_POLICIES, PUBLIC
 from mcp_resources.conf import DEFAULTS, REMOVED, RENAMED
-from mcp_resources.exceptions import TemplateError
 from mcp_resources.ownership import owner_relation
 from mcp_resources.protocol.uris import templates_overlap
-from mcp_resources.registries import ResourceRegistry, registry
+from mcp_resources.registries import ResourceRegistry, registry, uri_template_error
 from mcp_resources.resources import ModelResourceTemplate, ResourceTemplate
 
 NAME_MAX_LENGTH = 128
@@ -42,10 +41,9 @@ def check_templates(registry: ResourceRegistry) -> list[checks.CheckMessage]:
                     "Template names are bound into cursors: choose a stable, unique name.",
                 )
             )
-        try:
-            template.compiled  # noqa: B018 - compiling is the check
-        except TemplateError as exc:
-            errors.append(_error(f"{type(template).__name__}.uri_template does not parse: {exc}", template, "E001"))
+        compile_error = uri_template_error(template)  # the message the process also fails to start with
+        if compile_error is not None:
+            errors.append(_error(compile_error, template, "E001"))
         else:
             compiled.append(template)
         if template.access not in ACCESS_POLICIES:
