@@ -14,6 +14,7 @@ records' URIs for templates over integer, text and two-variable lookups.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Callable
 from typing import Any
@@ -24,14 +25,24 @@ from django.contrib.auth.models import User
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mcp_resources.exceptions import INVALID_PARAMS, RESOURCE_NOT_FOUND_2025_11_25, MCPError
+from mcp_resources.exceptions import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND_2025_11_25, MCPError
 from mcp_resources.protocol.uris import validate_uri
 from mcp_resources.protocol.versions import V2025_11_25, V2026_07_28
-from mcp_resources.resources import ModelResourceTemplate
+from mcp_resources.resources import ModelResourceTemplate, ResourceTemplate
 from mcp_resources.test import MCPClient
 from testproject.library.models import Document, Note
 from tests.conftest import RESOURCE
-from tests.listing_support import SCOPE, context, rpc_error, server_for
+from tests.listing_support import (
+    SCOPE,
+    GenericSource,
+    assert_generic_internal_error,
+    context,
+    list_page,
+    rpc_error,
+    server_for,
+    thing,
+    uris,
+)
 from tests.stream_support import (
     ACKNOWLEDGED,
     Exchange,
@@ -400,3 +411,107 @@ def test_only_the_canonical_uri_of_a_record_reads_it(world: dict[str, Any], data
     missing = rpc_error(lambda: PROPERTY_SERVER.call("resources/read", {"uri": MISSING}, ctx))
     refused = rpc_error(lambda: PROPERTY_SERVER.call("resources/read", {"uri": uri}, ctx))
     assert (refused.code, refused.message, refused.data) == (missing.code, missing.message, {"uri": uri})
+
+
+# The same rule for list() callbacks and parse_uri overrides --------------------------------------------------------
+
+
+class Things(GenericSource):
+    """A generic template: its variables are text, read as they are decoded."""
+
+    items = [thing("A"), thing("%C3%A9")]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("listed", ["learn://things/%41", "learn://things/%c3%a9", "learn://things/\u00e9"])
+def test_a_list_callback_listing_another_spelling_breaks_the_contract(
+    alice: User, caplog: pytest.LogCaptureFixture, listed: str
+) -> None:
+    """A listed URI must be the one a read accepts: ``%41`` reads nothing (``A`` does), nor does a raw ``é``."""
+    other = type("Other", (GenericSource,), {"items": [thing("A"), ("b", {"uri": listed, "name": "b"})]})
+    assert_generic_internal_error(lambda: list_page(server_for(other), context(alice)))
+    assert "in the one spelling it reads" in caplog.text
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("version", ERAS)
+def test_a_generic_template_reads_only_the_canonical_spelling(alice: User, version: str) -> None:
+    server = server_for(Things)
+    ctx = context(alice, version=version)
+    assert uris([list_page(server, ctx)]) == ["learn://things/%C3%A9", "learn://things/A"]
+    for uri, text in (("learn://things/A", "thing A"), ("learn://things/%C3%A9", "thing \u00e9")):
+        assert server.call("resources/read", {"uri": uri}, ctx)["contents"] == [{"uri": uri, "text": text}]
+    for uri in ("learn://things/%41", "learn://things/%c3%a9", "learn://things/\u00e9"):
+        error = rpc_error(lambda uri=uri: server.call("resources/read", {"uri": uri}, ctx))
+        assert (error.code, error.data) == (NOT_FOUND[version], {"uri": uri})
+
+
+class Cities(ResourceTemplate):
+    """A ``parse_uri`` override that folds case: ``Paris`` parses as ``paris``, whose URI is ``.../paris``."""
+
+    name = "cities"
+    uri_template = "learn://cities/{city}"
+    access = "public"
+
+    def parse_uri(self, uri: str) -> Any:
+        variables = super().parse_uri(uri)
+        return None if variables is None else {"city": variables["city"].lower()}
+
+    def read(self, request: Any, uri: str, variables: Any) -> Any:
+        return f"weather in {variables['city']}"
+
+
+class Pairs(ResourceTemplate):
+    """A ``parse_uri`` override returning a tuple for two variables: it must say how the tuple is spelled."""
+
+    name = "pairs"
+    uri_template = "learn://pairs/{a}/{b}"
+    access = "public"
+
+    def parse_uri(self, uri: str) -> Any:
+        variables = super().parse_uri(uri)
+        return None if variables is None else (int(variables["a"]), int(variables["b"]))
+
+    def read(self, request: Any, uri: str, variables: Any) -> Any:
+        return f"{variables[0]} and {variables[1]}"
+
+
+class SpelledPairs(Pairs):
+    name = "spelled-pairs"
+    uri_template = "learn://spelled-pairs/{a}/{b}"
+
+    def canonical_uri(self, parsed: Any) -> str:
+        return self.compiled.expand({"a": parsed[0], "b": parsed[1]})
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("version", ERAS)
+def test_a_parse_uri_override_serves_only_the_uri_of_what_it_returns(alice: User, version: str) -> None:
+    server = server_for(Cities, SpelledPairs)
+    ctx = context(alice, version=version)
+    assert server.call("resources/read", {"uri": "learn://cities/paris"}, ctx)["contents"][0]["text"] == (
+        "weather in paris"
+    )
+    assert server.call("resources/read", {"uri": "learn://spelled-pairs/1/2"}, ctx)["contents"][0]["uri"] == (
+        "learn://spelled-pairs/1/2"
+    )
+    for uri in (
+        "learn://cities/Paris",
+        "learn://cities/PARIS",
+        "learn://spelled-pairs/01/2",
+        "learn://spelled-pairs/1/%32",
+    ):
+        error = rpc_error(lambda uri=uri: server.call("resources/read", {"uri": uri}, ctx))
+        assert (error.code, error.data) == (NOT_FOUND[version], {"uri": uri})
+
+
+@pytest.mark.django_db
+def test_a_parse_uri_override_whose_value_cannot_be_spelled_is_a_logged_error(
+    alice: User, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = server_for(Pairs)
+    with caplog.at_level(logging.ERROR, logger="mcp_resources.server"):
+        error = rpc_error(lambda: server.call("resources/read", {"uri": "learn://pairs/1/2"}, context(alice)))
+    assert (error.code, error.message) == (INTERNAL_ERROR, "Internal error")
+    assert "Pairs.parse_uri() returned tuple" in caplog.text
+    assert "override canonical_uri()" in caplog.text
