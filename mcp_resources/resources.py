@@ -209,7 +209,7 @@ class ModelResourceTemplate(ResourceTemplate):
 
     def get_resource(self, request: HttpRequest, obj: models.Model) -> dict[str, Any]:
         """The ``Resource`` listed for ``obj``: uri, name and the template's mime type."""
-        resource: dict[str, Any] = {"uri": self.get_uri(obj), "name": self.get_resource_name(obj)[:512]}
+        resource: dict[str, Any] = {"uri": self.get_uri(obj), "name": self.get_resource_name(obj)}
         if self.mime_type:
             resource["mimeType"] = self.mime_type
         return resource

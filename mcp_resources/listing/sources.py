@@ -24,7 +24,7 @@ from mcp_resources.cancellation import cancellable_queries
 from mcp_resources.exceptions import BadPosition, DeadlineExceeded, SourceContractError
 from mcp_resources.listing.compiled import DeclaredListing, StaticListing, declared_listing
 from mcp_resources.listing.keyset import decode_position, keyset_queryset, order_after, resolve_field
-from mcp_resources.listing.plan import ListPlan, list_plan
+from mcp_resources.listing.plan import NAME_MAX_LENGTH, ListPlan, list_plan, over_limit
 from mcp_resources.listing.prefix import prefix_variables
 from mcp_resources.models import StaticResource
 from mcp_resources.ownership import owner_of
@@ -43,7 +43,6 @@ Page = tuple[list[Entry], bool]
 
 STATIC_PHASE = ""
 KEY_MAX_LENGTH = 256
-NAME_MAX_LENGTH = 512
 MIME_TYPE_MAX_LENGTH = 128
 _ALLOWED_FIELDS = {"uri", "name", "mimeType"}
 _KEY = re.compile(rf"[\x21-\x7e]{{1,{KEY_MAX_LENGTH}}}")  # used with fullmatch: "$" would accept a trailing newline
@@ -191,6 +190,8 @@ def model_page(
     else:
         attnames = [resolve_field(template.model, name).attname if name != "pk" else "pk" for name in ordering]
         pairs = [(tuple([getattr(obj, a) for a in attnames]), template.get_resource(request, obj)) for obj in rows]
+        for key, resource in pairs:
+            check_model_resource(template, key, resource)
     entries = [(key, resource) for key, resource in pairs if not prefix or resource["uri"].startswith(prefix)]
     if not entries and has_more and pairs:
         # Every row of this batch fell outside the prefix once encoded: continue after the last one.
@@ -242,6 +243,27 @@ def _only_fields(template: ModelResourceTemplate) -> list[str]:
     names = [*(template.list_fields or ()), *template.ordering]
     names += [lookup.split("__", 1)[0] for lookup in template.get_lookups().values()]
     return list(dict.fromkeys(names))
+
+
+def check_model_resource(template: ModelResourceTemplate, key: Any, resource: Any) -> None:
+    """What ``get_resource()`` returned for the record at ``key`` honours the list contract of ``list()``
+    callbacks: a URI of at most 2,048 characters that reads this record back, a name of at most 512 characters, a
+    ``mimeType`` of at most 128. Raises :class:`SourceContractError` (a generic error, and the detail in the log)."""
+    name = template.name
+    uri = resource.get("uri") if isinstance(resource, dict) else None
+    if not isinstance(uri, str) or not isinstance(resource.get("name"), str):
+        raise SourceContractError(f"{name}: get_resource() for the record at {key!r} gave no uri or name string")
+    if len(uri) > MAX_URI_LENGTH or len(resource["name"]) > NAME_MAX_LENGTH:
+        raise SourceContractError(over_limit(template, key, resource))
+    mime = resource.get("mimeType")
+    if mime is not None and (not isinstance(mime, str) or len(mime) > MIME_TYPE_MAX_LENGTH):
+        raise SourceContractError(
+            f"{name}: the record at {key!r} has a mimeType over {MIME_TYPE_MAX_LENGTH} characters"
+        )
+    if not reads_back(template, uri):
+        raise SourceContractError(
+            f"{name}: the record at {key!r} is listed as {uri[:200]!r}, which is not its template's one spelling"
+        )
 
 
 def reads_back(template: ResourceTemplate, uri: str) -> bool:
