@@ -13,15 +13,20 @@ records' URIs for templates over integer, text and two-variable lookups.
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 import re
+import uuid
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 from urllib.parse import unquote
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import models
+from django.test.utils import isolate_apps
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -515,3 +520,53 @@ def test_a_parse_uri_override_whose_value_cannot_be_spelled_is_a_logged_error(
     assert (error.code, error.message) == (INTERNAL_ERROR, "Internal error")
     assert "Pairs.parse_uri() returned tuple" in caplog.text
     assert "override canonical_uri()" in caplog.text
+
+
+# Field types: a record's own URI reads back, other spellings of its values do not --------------------------------
+
+
+@isolate_apps("tests")
+def test_each_field_type_spells_its_values_one_way() -> None:
+    class Thing(models.Model):
+        key = models.UUIDField()
+        day = models.DateField()
+        at = models.DateTimeField()
+        price = models.DecimalField(max_digits=8, decimal_places=2)
+        flag = models.BooleanField()
+        code = models.CharField(max_length=20)
+
+        class Meta:
+            app_label = "tests"
+
+        def __str__(self) -> str:
+            return self.code
+
+    class Things(ModelResourceTemplate):
+        model = Thing
+        name = "typed"
+        uri_template = "typed://{key}/{day}/{at}/{price}/{flag}/{code}"
+
+    template = Things()
+    key = uuid.UUID("abcdef12-3456-789a-bcde-f0123456789a")
+    # Values as the database gives them back: an aware datetime, a Decimal with its decimal places. Each other
+    # spelling below is one the field's to_python() accepts for the same value.
+    at = datetime.datetime(2024, 1, 5, 12, 30, 1, 250, tzinfo=datetime.UTC)
+    thing = Thing(key=key, day=datetime.date(2024, 1, 5), at=at, price=Decimal("1.50"), flag=True, code="é/1")
+    own = template.get_uri(thing)
+    assert template.resolve_uri(own) is not None
+    parts = own.split("/", 2)[2].split("/")
+    others = {
+        0: [key.hex, str(key).upper(), "%7B" + str(key) + "%7D", "urn%3Auuid%3A" + str(key)],
+        1: ["20240105", "2024-1-5"],
+        2: ["2024-01-05T12%3A30%3A01.000250%2B00%3A00", "2024-01-05%2012%3A30%3A01.00025Z"],
+        # Not "1.5": it converts to Decimal("1.5"), a spelling of its own that the database compares equal to 1.50
+        # (the caveat of docs/resources.md, "One URI per record").
+        3: ["01.50", "%2B1.50", "1.50%20"],
+        4: ["true", "1", "t"],
+        5: ["%c3%a9%2F1", "\u00e9%2F1"],
+    }
+    for index, spellings_ in others.items():
+        for spelling in spellings_:
+            other = "typed://" + "/".join([*parts[:index], spelling, *parts[index + 1 :]])
+            assert other != own
+            assert template.resolve_uri(other) is None, other

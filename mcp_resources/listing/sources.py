@@ -190,8 +190,12 @@ def model_page(
     else:
         attnames = [resolve_field(template.model, name).attname if name != "pk" else "pk" for name in ordering]
         pairs = [(tuple([getattr(obj, a) for a in attnames]), template.get_resource(request, obj)) for obj in rows]
+        # URIs are checked to read back only where a hook could spell them otherwise than the template does.
+        spelled = type(template).get_uri is not ModelResourceTemplate.get_uri or (
+            type(template).get_resource is not ModelResourceTemplate.get_resource
+        )
         for key, resource in pairs:
-            check_model_resource(template, key, resource)
+            check_model_resource(template, key, resource, reads=spelled)
     entries = [(key, resource) for key, resource in pairs if not prefix or resource["uri"].startswith(prefix)]
     if not entries and has_more and pairs:
         # Every row of this batch fell outside the prefix once encoded: continue after the last one.
@@ -245,10 +249,12 @@ def _only_fields(template: ModelResourceTemplate) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def check_model_resource(template: ModelResourceTemplate, key: Any, resource: Any) -> None:
+def check_model_resource(template: ModelResourceTemplate, key: Any, resource: Any, *, reads: bool = True) -> None:
     """What ``get_resource()`` returned for the record at ``key`` honours the list contract of ``list()``
-    callbacks: a URI of at most 2,048 characters that reads this record back, a name of at most 512 characters, a
-    ``mimeType`` of at most 128. Raises :class:`SourceContractError` (a generic error, and the detail in the log)."""
+    callbacks: a URI of at most 2,048 characters that reads this record back (checked when ``reads``: the base
+    hooks expand the template from the record's own values, which always reads back), a name of at most 512
+    characters, a ``mimeType`` of at most 128. Raises :class:`SourceContractError` (a generic error, and the detail
+    in the log)."""
     name = template.name
     uri = resource.get("uri") if isinstance(resource, dict) else None
     if not isinstance(uri, str) or not isinstance(resource.get("name"), str):
@@ -260,7 +266,7 @@ def check_model_resource(template: ModelResourceTemplate, key: Any, resource: An
         raise SourceContractError(
             f"{name}: the record at {key!r} has a mimeType over {MIME_TYPE_MAX_LENGTH} characters"
         )
-    if not reads_back(template, uri):
+    if reads and not reads_back(template, uri):
         raise SourceContractError(
             f"{name}: the record at {key!r} is listed as {uri[:200]!r}, which is not its template's one spelling"
         )
