@@ -16,10 +16,10 @@ from django.utils.module_loading import import_string
 
 from mcp_resources.access import ACCESS_POLICIES, PUBLIC
 from mcp_resources.conf import DEFAULTS, REMOVED, RENAMED
-from mcp_resources.exceptions import TemplateError
+from mcp_resources.listing.sources import MIME_TYPE_MAX_LENGTH
 from mcp_resources.ownership import owner_path
 from mcp_resources.protocol.uris import templates_overlap
-from mcp_resources.registries import ResourceRegistry, registry
+from mcp_resources.registries import ResourceRegistry, registry, uri_template_error
 from mcp_resources.resources import ModelResourceTemplate, ResourceTemplate
 
 NAME_MAX_LENGTH = 128
@@ -43,10 +43,9 @@ def check_templates(registry: ResourceRegistry) -> list[checks.CheckMessage]:
                     "Template names are bound into cursors: choose a stable, unique name.",
                 )
             )
-        try:
-            template.compiled  # noqa: B018 - compiling is the check
-        except TemplateError as exc:
-            errors.append(_error(f"{type(template).__name__}.uri_template does not parse: {exc}", template, "E001"))
+        compile_error = uri_template_error(template)  # the message the process also fails to start with
+        if compile_error is not None:
+            errors.append(_error(compile_error, template, "E001"))
         else:
             compiled.append(template)
         if template.access not in ACCESS_POLICIES:
@@ -65,6 +64,18 @@ def check_templates(registry: ResourceRegistry) -> list[checks.CheckMessage]:
                     template,
                     "E007",
                     "Make it 'protected', or drop the scopes.",
+                )
+            )
+        mime_type = template.mime_type
+        if mime_type is not None and (not isinstance(mime_type, str) or len(mime_type) > MIME_TYPE_MAX_LENGTH):
+            errors.append(
+                _error(
+                    f"{type(template).__name__}.mime_type must be a string of at most {MIME_TYPE_MAX_LENGTH} "
+                    "characters.",
+                    template,
+                    "E022",
+                    "It is the mimeType of every listed resource and read: a list entry may carry at most "
+                    f"{MIME_TYPE_MAX_LENGTH} characters.",
                 )
             )
         if not isinstance(template, ModelResourceTemplate) and type(template).read is ResourceTemplate.read:
@@ -170,10 +181,55 @@ def check_model_template(template: ModelResourceTemplate) -> list[checks.CheckMe
                 "E009",
             )
         )
-    for lookup in lookups.values():
-        if _model_field(model, lookup.split("__")[0]) is None:
-            errors.append(_error(f"{cls_name} looks up unknown field {lookup!r}.", template, "E009"))
+    unknown = [lookup for lookup in lookups.values() if _model_field(model, lookup.split("__")[0]) is None]
+    for lookup in unknown:
+        errors.append(_error(f"{cls_name} looks up unknown field {lookup!r}.", template, "E009"))
+    if not unknown and not _identify_one_record(model, list(lookups.values()), template.owner_field):
+        errors.append(
+            _error(
+                f"{cls_name}'s URI variables {sorted(variables)} do not identify one {model._meta.label}: its "
+                f"lookups {sorted(lookups.values())} name no unique field or unique constraint.",
+                template,
+                "E023",
+                "Look up the primary key or a unique field, or declare a UniqueConstraint (or unique_together) over "
+                "the looked-up fields: otherwise two records share one URI, a listing repeats it and a read of it "
+                "fails.",
+            )
+        )
     return errors
+
+
+def _identify_one_record(model: type[models.Model], lookups: list[str], owner_field: str | None) -> bool:
+    """Whether ``lookups`` (``a__b`` paths) pin at most one row of ``model``: together they fix the value of a
+    unique field, or of every field of a unique constraint. A lookup fixes the field it compares; lookups through a
+    forward relation fix it when together they identify one related row (``owner__username``: one user); a
+    one-hop ``owner_field`` fixes the owner's field."""
+    fixed: set[str] = set()
+    through: dict[str, list[str]] = {}
+    for lookup in lookups:
+        first, _, rest = lookup.partition("__")
+        field = _model_field(model, first)
+        if field is None or not getattr(field, "concrete", False):
+            continue
+        if not rest:
+            fixed.add(field.name)
+        elif (field.many_to_one or field.one_to_one) and field.related_model is not None:
+            through.setdefault(field.name, []).append(rest)
+        # Otherwise a transform or a lookup such as slug__iexact: no longer an equality on the field.
+    for name, rests in through.items():
+        if _identify_one_record(_model_field(model, name).related_model, rests, None):
+            fixed.add(name)
+    owner = _model_field(model, owner_field) if owner_field and "__" not in owner_field else None
+    if owner is not None:
+        fixed.add(owner.name)
+    if any(_model_field(model, name).unique for name in fixed):  # unique is true of the primary key too
+        return True
+    unique_sets = [*model._meta.unique_together, *(c.fields for c in model._meta.total_unique_constraints)]
+    for names in unique_sets:
+        fields = [_model_field(model, name) for name in names]
+        if all(field is not None for field in fields) and {field.name for field in fields} <= fixed:
+            return True
+    return False
 
 
 def _model_field(model: type[models.Model], name: str) -> Any:

@@ -10,11 +10,13 @@ static resource sends :data:`~mcp_resources.signals.resource_registered` or
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
+from django.core.exceptions import ImproperlyConfigured
+
 from mcp_resources.access import ACCESS_POLICIES, PUBLIC
-from mcp_resources.exceptions import AlreadyRegistered, NotRegistered, RegistryFrozen
+from mcp_resources.exceptions import AlreadyRegistered, NotRegistered, RegistryFrozen, TemplateError
 from mcp_resources.protocol.uris import validate_uri
 from mcp_resources.resources import RegisteredResource, ResourceTemplate
 from mcp_resources.signals import resource_registered, resource_unregistered
@@ -65,7 +67,14 @@ class ResourceRegistry:
         return current is not None and type(current) is template_class
 
     def freeze(self) -> None:
-        """Fix the set of templates; called when the app registry is ready."""
+        """Fix the set of templates and compile them; called when the app registry is ready.
+
+        A template whose ``uri_template`` does not compile raises ``ImproperlyConfigured`` with the message of the
+        system check ``mcp_resources.E001``: the process fails to start under any server, which runs no checks.
+        """
+        problems = [f"({TEMPLATE_DOES_NOT_COMPILE}) {message}" for message in uri_template_errors(self.templates)]
+        if problems:
+            raise ImproperlyConfigured("\n".join(problems))
         self._frozen = True
 
     @property
@@ -80,14 +89,18 @@ class ResourceRegistry:
         return self._registry.get(name)
 
     def match(self, uri: str) -> tuple[ResourceTemplate, Any] | None:
-        """Route ``uri`` to the first template whose ``parse_uri`` accepts it, with the parsed value."""
+        """Route ``uri`` to the first template that accepts it, with the parsed value.
+
+        A template accepts ``uri`` when its ``parse_uri`` returns a value whose ``canonical_uri`` is ``uri``, byte
+        for byte (:meth:`~mcp_resources.ResourceTemplate.resolve_uri`): one URI per record.
+        """
         for template in self._registry.values():
             try:
                 if not uri.startswith(template.compiled.literal_prefix):
                     continue
             except ValueError:
                 continue
-            parsed = template.parse_uri(uri)
+            parsed = template.resolve_uri(uri)
             if parsed is not None:
                 return template, parsed
         return None
@@ -154,6 +167,22 @@ class ResourceRegistry:
         with self._lock:
             items = sorted(self._resources.values(), key=lambda r: r.uri.encode())
         return iter(items)
+
+
+TEMPLATE_DOES_NOT_COMPILE = "mcp_resources.E001"
+
+
+def uri_template_error(template: ResourceTemplate) -> str | None:
+    """Why ``template.uri_template`` does not compile (the message of check E001), or ``None`` when it does."""
+    try:
+        template.compiled  # noqa: B018 - compiling is the check
+    except TemplateError as exc:
+        return f"{type(template).__name__}.uri_template does not parse: {exc}"
+    return None
+
+
+def uri_template_errors(templates: Iterable[ResourceTemplate]) -> list[str]:
+    return [message for message in map(uri_template_error, templates) if message is not None]
 
 
 registry = ResourceRegistry()

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from django.core.exceptions import ObjectDoesNotExist, ValidationError
+from django.core.exceptions import FieldDoesNotExist, ImproperlyConfigured, ObjectDoesNotExist, ValidationError
 from django.db import models
 
 from mcp_resources.access import PROTECTED, PUBLIC
@@ -97,9 +97,40 @@ class ResourceTemplate:
         """Return the variables for ``uri`` (or any value ``read`` expects), or ``None`` when it does not match.
 
         Override to take over parsing; raise :class:`~mcp_resources.ResourceError` to refuse the URI with a
-        message for the client.
+        message for the client. Whatever it returns, ``uri`` is served only when it is the
+        :meth:`canonical_uri` of that value.
         """
         return self.compiled.match(uri)
+
+    def canonical_uri(self, parsed: Any) -> str | None:
+        """The one URI that names ``parsed`` (what :meth:`parse_uri` returned), or ``None`` when none does.
+
+        One URI per record: a URI is read, subscribed to and listened to only when it is exactly (byte for byte)
+        the canonical URI of what it parses to; any other spelling of the same values is not found. The default
+        expands the template from the variables (from the value itself for a template with one variable, when a
+        ``parse_uri`` override returns something other than a mapping). A ``parse_uri`` override that returns
+        another kind of value overrides this too.
+        """
+        variables = self.compiled.variables
+        if isinstance(parsed, Mapping) and set(variables) <= set(parsed):
+            return self.compiled.expand(parsed)
+        if len(variables) == 1 and not isinstance(parsed, Mapping):
+            return self.compiled.expand({variables[0]: parsed})
+        raise ImproperlyConfigured(
+            f"{type(self).__name__}.parse_uri() returned {type(parsed).__name__}, which is not a mapping of the "
+            f"variables {sorted(variables)}: override canonical_uri() to give the URI that names it"
+        )
+
+    def resolve_uri(self, uri: str) -> Any:
+        """What :meth:`parse_uri` returns for ``uri`` when ``uri`` is its :meth:`canonical_uri`, else ``None``.
+
+        This is how the registry routes every ``resources/read``, ``resources/subscribe`` and
+        ``subscriptions/listen`` URI; not meant to be overridden (override the two it calls).
+        """
+        parsed = self.parse_uri(uri)
+        if parsed is None or self.canonical_uri(parsed) != uri:
+            return None
+        return parsed
 
     def read(self, request: HttpRequest, uri: str, variables: Any) -> Any:
         """Return the contents of ``uri``: a str, bytes, a contents dict or a list of them.
@@ -170,6 +201,7 @@ class ModelResourceTemplate(ResourceTemplate):
     requires_subject: ClassVar[bool] = True
     name_field: ClassVar[str | None] = None
     list_fields: ClassVar[Sequence[str] | None] = None
+    _targets: dict[str, models.Field[Any, Any] | None] | None = None
 
     @property
     def lists_instances(self) -> bool:
@@ -177,7 +209,7 @@ class ModelResourceTemplate(ResourceTemplate):
 
     def get_resource(self, request: HttpRequest, obj: models.Model) -> dict[str, Any]:
         """The ``Resource`` listed for ``obj``: uri, name and the template's mime type."""
-        resource: dict[str, Any] = {"uri": self.get_uri(obj), "name": self.get_resource_name(obj)[:512]}
+        resource: dict[str, Any] = {"uri": self.get_uri(obj), "name": self.get_resource_name(obj)}
         if self.mime_type:
             resource["mimeType"] = self.mime_type
         return resource
@@ -208,6 +240,31 @@ class ModelResourceTemplate(ResourceTemplate):
             return dict(self.lookup_fields)
         return {var: var for var in self.compiled.variables}
 
+    def canonical_uri(self, parsed: Any) -> str | None:
+        """The template expanded from the variables converted as their lookup fields convert them.
+
+        ``learn://documents/01`` parses to ``{"id": "01"}``, which the integer field takes as ``1``: its canonical
+        URI is ``learn://documents/1``, so ``01`` (like ``%31``, ``+1``, ``1_0``, or digits of other scripts) is
+        not found. Text that no field value converts from names no record (``None``). No query is made.
+        """
+        if not isinstance(parsed, Mapping):
+            return super().canonical_uri(parsed)
+        converted = dict(parsed)
+        for variable, target in self._lookup_targets().items():
+            if target is not None and variable in converted:
+                try:
+                    converted[variable] = target.to_python(converted[variable])
+                except (ValidationError, ValueError, TypeError, OverflowError):
+                    return None
+        return super().canonical_uri(converted)
+
+    def _lookup_targets(self) -> dict[str, models.Field[Any, Any] | None]:
+        """The model field each variable's lookup ends in (``None`` when it ends elsewhere), found once."""
+        if self._targets is None:
+            assert self.model is not None
+            self._targets = {var: _target_field(self.model, lookup) for var, lookup in self.get_lookups().items()}
+        return self._targets
+
     def get_object(self, request: HttpRequest, variables: Mapping[str, Any]) -> models.Model:
         """Fetch the record for ``variables`` from the scoped queryset, or raise ``ResourceNotFound``."""
         lookups = {field: variables[var] for var, field in self.get_lookups().items()}
@@ -237,6 +294,23 @@ class ModelResourceTemplate(ResourceTemplate):
     def read(self, request: HttpRequest, uri: str, variables: Any) -> Any:
         obj = self.get_object(request, variables)
         return self.get_contents(request, obj)
+
+
+def _target_field(model: type[models.Model], lookup: str) -> models.Field[Any, Any] | None:
+    """The concrete field that ``lookup`` (``a__b``, forward relations only) compares, or ``None``."""
+    current: Any = model
+    names = lookup.split("__")
+    for index, name in enumerate(names):
+        try:
+            field = current._meta.pk if name == "pk" else current._meta.get_field(name)
+        except FieldDoesNotExist:
+            return None  # a transform or a lookup such as __iexact: compared as text
+        if index == len(names) - 1:
+            return field if isinstance(field, models.Field) and field.concrete else None
+        if not field.is_relation or field.many_to_many or field.one_to_many or field.related_model is None:
+            return None
+        current = field.related_model
+    return None
 
 
 def _resolve(obj: models.Model, lookup: str) -> Any:

@@ -688,6 +688,9 @@ def test_long_prefix_keeps_cursors_short_enough_to_reuse(settings, alice):
         uri_template = "learn://paths/{+path}"
         items = [(f"{i:02d}", {"uri": f"{stem}{i:02d}", "name": f"p{i}"}) for i in range(5)]
 
+        def canonical_uri(self, parsed: Any) -> str:
+            return "learn://paths/" + parsed["path"]  # its URIs are IRIs: non-ASCII as is, not percent-encoded
+
     configure(settings, PAGE_SIZE=2)
     pages = walk(server_for(Paths), context(alice), prefix=stem)
     assert uris(pages) == [f"{stem}{i:02d}" for i in range(5)]

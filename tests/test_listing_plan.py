@@ -40,6 +40,7 @@ from tests.listing_support import (
     DocumentSource,
     NoteSource,
     assert_cut_by_the_deadline,
+    assert_generic_internal_error,
     configure,
     context,
     expected_documents,
@@ -89,13 +90,22 @@ class TitledNotes(NoteSource):
 
 
 class PkDocuments(DocumentSource):
-    """``pk`` as lookup and keyset, a name over 512 characters (cut), no mime type."""
+    """``pk`` as lookup and keyset, names of up to 512 characters (the longest allowed), no mime type."""
 
     name = "by-pk"
     uri_template = "learn://by-pk/{pk}"
     mime_type = None
     ordering = ("pk",)
     name_field = "body"
+
+
+class BodySlugs(DocumentSource):
+    """A URI made of a long text field: a long body makes a URI over 2,048 characters."""
+
+    name = "body-slugs"
+    uri_template = "learn://body-slugs/{body}"
+    ordering = ("pk",)
+    name_field = "title"
 
 
 class CreatedDocuments(DocumentSource):
@@ -164,7 +174,7 @@ def make_data(users: list[Any], *, same_time: bool) -> None:
             Document(
                 owner=user,
                 title=f"{title} {user.username}" if u else title,
-                body=("漢" * 600 if i % 3 == 0 else f"body {i}") + user.username,
+                body=("漢" * (NAME_MAX_LENGTH - len(user.username)) if i % 3 == 0 else f"body {i}") + user.username,
                 created=T0 if same_time else T0 + timedelta(minutes=i % 5, microseconds=i * 7),
             )
             for i, title in enumerate(TITLES + [f"doc {i:02d}" for i in range(14)])
@@ -411,11 +421,26 @@ def test_value_rows_expand_uris_like_the_template(alice):
     assert any("%" in uri for uri in listed)
 
 
-def test_names_are_cut_at_512_characters_on_both_paths(keyed, alice):
+def test_names_of_512_characters_are_listed_whole_on_both_paths(keyed, alice):
     make_data([alice], same_time=False)
     results = walks(keyed, PkDocuments, context(alice))
     names = [r["name"] for resources, _ in assert_identical(results) for r in resources]
     assert max(map(len, names)) == NAME_MAX_LENGTH
+
+
+@pytest.mark.parametrize("variant", ["rows", "instances", "only"])
+@pytest.mark.parametrize("what", ["name", "uri"])
+def test_a_name_or_uri_over_its_limit_is_a_generic_error_and_a_log_line_on_both_paths(alice, caplog, variant, what):
+    """Names used to be cut silently at 512 characters, and a URI over 2,048 was listed though no read accepts it."""
+    for i in range(5):
+        Document.objects.create(owner=alice, title=f"t{i}", body=f"b{i}" * 10)
+    long = Document.objects.create(owner=alice, title="t", body="b" * (NAME_MAX_LENGTH + 1 if what == "name" else 2100))
+    template = variants(PkDocuments if what == "name" else BodySlugs)[variant]
+    with caplog.at_level("ERROR", logger="mcp_resources.listing"):
+        assert_generic_internal_error(lambda: walk(server_for(template), context(alice)))
+    assert f"the record at ({long.pk},) has a {what} of" in caplog.text
+    long.delete()
+    assert walk(server_for(template), context(alice))  # every other record fits
 
 
 def test_value_rows_read_only_the_needed_columns(alice):

@@ -476,7 +476,9 @@ def test_mcp_name_base64_of_ascii_uri_matches(endpoint: Endpoint) -> None:
 
 
 def test_mcp_name_non_ascii_uri_base64_passes_routing(endpoint: Endpoint) -> None:
-    uri = "test://template/café-日本/data"
+    # A template spells non-ASCII values percent-encoded (one URI per record); a static resource's URI is its own.
+    uri = "test://café-日本"
+    StaticResource.objects.create(uri=uri, name="café", text="café-日本 content")
     header = encode_name(uri)
     assert header.startswith("=?base64?")
     reply = endpoint.read(uri)

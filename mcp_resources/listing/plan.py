@@ -3,9 +3,10 @@
 A template that names its ``name_field`` and keeps the base ``get_resource``, ``get_uri`` and
 ``get_resource_name`` lists the same resources from ``values_list()`` rows as from instances: the URI is expanded
 from the row's lookup values by the same :meth:`~mcp_resources.protocol.uris.URITemplate.expand`, and the name is
-``str()`` of the name field, cut at 512 characters. Building a model instance costs more than the rest of a row's
-work; docs/performance.md gives the measured worth of this plan (``tests/test_listing_plan.py`` checks that both
-ways list the same resources).
+``str()`` of the name field. A URI over 2,048 characters or a name over 512 breaks the list contract on both paths
+(:func:`over_limit` names the record in the log): never a cut name, or a listed URI that reads nothing. Building a
+model instance costs more than the rest of a row's work; docs/performance.md gives the measured worth of this plan
+(``tests/test_listing_plan.py`` checks that both ways list the same resources).
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ from urllib.parse import quote
 
 from django.db import models
 
+from mcp_resources.exceptions import SourceContractError
+from mcp_resources.protocol.uris import MAX_URI_LENGTH
 from mcp_resources.resources import ModelResourceTemplate
 
 NAME_MAX_LENGTH = 512
+"""The longest listed ``name`` (the seed's list contract); a longer one is an error, never cut."""
 
 
 @dataclass(frozen=True)
@@ -40,12 +44,8 @@ class ListPlan:
 
     def resource(self, row: Sequence[Any]) -> dict[str, Any]:
         """What ``get_resource`` returns for the row's record."""
-        template = self.template
-        uri = template.compiled.expand({name: row[at] for name, at in self.variables})
-        resource: dict[str, Any] = {"uri": uri, "name": str(row[self.name])[:NAME_MAX_LENGTH]}
-        if template.mime_type:
-            resource["mimeType"] = template.mime_type
-        return resource
+        (entry,) = self.entries([row])
+        return entry[1]
 
     def entries(self, rows: Sequence[Sequence[Any]]) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
         """``(key, resource)`` for each row, as :meth:`key` and :meth:`resource` give them, built with the parts of
@@ -60,11 +60,20 @@ class ListPlan:
         out = []
         for row in rows:
             name = row[name_at]
-            resource = {"uri": uri(row), "name": (name if type(name) is str else str(name))[:NAME_MAX_LENGTH]}
+            resource = {"uri": uri(row), "name": name if type(name) is str else str(name)}
+            if len(resource["name"]) > NAME_MAX_LENGTH or len(resource["uri"]) > MAX_URI_LENGTH:
+                raise SourceContractError(over_limit(self.template, key(row), resource))
             if mime:
                 resource["mimeType"] = mime
             out.append((key(row), resource))
         return out
+
+
+def over_limit(template: ModelResourceTemplate, key: Any, resource: dict[str, Any]) -> str:
+    """The log line of a record whose listed URI or name is over its limit (what the seed allows a list entry)."""
+    what = "uri" if len(resource["uri"]) > MAX_URI_LENGTH else "name"
+    limit = MAX_URI_LENGTH if what == "uri" else NAME_MAX_LENGTH
+    return f"{template.name}: the record at {key!r} has a {what} of {len(resource[what])} characters (at most {limit})"
 
 
 def _uri_builder(parts: list[tuple[str, int | None, str]]) -> Any:

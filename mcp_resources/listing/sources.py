@@ -24,7 +24,7 @@ from mcp_resources.cancellation import cancellable_queries
 from mcp_resources.exceptions import BadPosition, DeadlineExceeded, SourceContractError
 from mcp_resources.listing.compiled import DeclaredListing, StaticListing, declared_listing
 from mcp_resources.listing.keyset import decode_position, keyset_queryset, order_after, resolve_field
-from mcp_resources.listing.plan import ListPlan, list_plan
+from mcp_resources.listing.plan import NAME_MAX_LENGTH, ListPlan, list_plan, over_limit
 from mcp_resources.listing.prefix import prefix_variables
 from mcp_resources.models import StaticResource
 from mcp_resources.ownership import owner_of
@@ -43,7 +43,6 @@ Page = tuple[list[Entry], bool]
 
 STATIC_PHASE = ""
 KEY_MAX_LENGTH = 256
-NAME_MAX_LENGTH = 512
 MIME_TYPE_MAX_LENGTH = 128
 _ALLOWED_FIELDS = {"uri", "name", "mimeType"}
 _KEY = re.compile(rf"[\x21-\x7e]{{1,{KEY_MAX_LENGTH}}}")  # used with fullmatch: "$" would accept a trailing newline
@@ -191,6 +190,12 @@ def model_page(
     else:
         attnames = [resolve_field(template.model, name).attname if name != "pk" else "pk" for name in ordering]
         pairs = [(tuple([getattr(obj, a) for a in attnames]), template.get_resource(request, obj)) for obj in rows]
+        # URIs are checked to read back only where a hook could spell them otherwise than the template does.
+        spelled = type(template).get_uri is not ModelResourceTemplate.get_uri or (
+            type(template).get_resource is not ModelResourceTemplate.get_resource
+        )
+        for key, resource in pairs:
+            check_model_resource(template, key, resource, reads=spelled)
     entries = [(key, resource) for key, resource in pairs if not prefix or resource["uri"].startswith(prefix)]
     if not entries and has_more and pairs:
         # Every row of this batch fell outside the prefix once encoded: continue after the last one.
@@ -244,6 +249,38 @@ def _only_fields(template: ModelResourceTemplate) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def check_model_resource(template: ModelResourceTemplate, key: Any, resource: Any, *, reads: bool = True) -> None:
+    """What ``get_resource()`` returned for the record at ``key`` honours the list contract of ``list()``
+    callbacks: a URI of at most 2,048 characters that reads this record back (checked when ``reads``: the base
+    hooks expand the template from the record's own values, which always reads back), a name of at most 512
+    characters, a ``mimeType`` of at most 128. Raises :class:`SourceContractError` (a generic error, and the detail
+    in the log)."""
+    name = template.name
+    uri = resource.get("uri") if isinstance(resource, dict) else None
+    if not isinstance(uri, str) or not isinstance(resource.get("name"), str):
+        raise SourceContractError(f"{name}: get_resource() for the record at {key!r} gave no uri or name string")
+    if len(uri) > MAX_URI_LENGTH or len(resource["name"]) > NAME_MAX_LENGTH:
+        raise SourceContractError(over_limit(template, key, resource))
+    mime = resource.get("mimeType")
+    if mime is not None and (not isinstance(mime, str) or len(mime) > MIME_TYPE_MAX_LENGTH):
+        raise SourceContractError(
+            f"{name}: the record at {key!r} has a mimeType over {MIME_TYPE_MAX_LENGTH} characters"
+        )
+    if reads and not reads_back(template, uri):
+        raise SourceContractError(
+            f"{name}: the record at {key!r} is listed as {uri[:200]!r}, which is not its template's one spelling"
+        )
+
+
+def reads_back(template: ResourceTemplate, uri: str) -> bool:
+    """Whether a read of ``uri`` routes to ``template``'s record: ``uri`` matches and is its canonical spelling."""
+    try:
+        return template.resolve_uri(uri) is not None
+    except Exception:
+        # A parse_uri override that refuses the URI (ResourceError) or fails: the URI could never be read.
+        return False
+
+
 def validate_page(
     template: ResourceTemplate,
     raw: Any,
@@ -287,8 +324,10 @@ def validate_page(
         uri, title, mime = resource.get("uri"), resource.get("name"), resource.get("mimeType")
         if not isinstance(uri, str) or not uri or len(uri) > MAX_URI_LENGTH:
             raise SourceContractError(f"{name}: uri missing or over {MAX_URI_LENGTH} characters")
-        if template.compiled.match(uri) is None:
-            raise SourceContractError(f"{name}: uri {uri[:200]!r} does not match {template.uri_template}")
+        if not reads_back(template, uri):
+            raise SourceContractError(
+                f"{name}: uri {uri[:200]!r} is not a URI of {template.uri_template} in the one spelling it reads"
+            )
         if uri in seen:
             raise SourceContractError(f"{name}: uri {uri[:200]!r} repeated")
         seen.add(uri)
