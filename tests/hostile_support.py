@@ -405,7 +405,7 @@ class Message:
         return value
 
 
-DEFECTS = ["jsonrpc", "no-jsonrpc", "id", "no-id", "method", "no-method", "params", "no-params", "member"]
+DEFECTS = ["member", "params", "no-params", "id", "no-id", "method", "no-method", "jsonrpc", "no-jsonrpc"]
 """What :func:`messages` may get wrong in one message (none, one, or a few at once)."""
 RESOURCE_METHODS = ["resources/list", "resources/templates/list", "resources/read"]
 likely_methods = st.one_of(st.sampled_from(RESOURCE_METHODS), methods)
@@ -419,15 +419,17 @@ def messages(
 ) -> Message:
     """A JSON-RPC message with no, one or a few defects (so that most reach the methods, where their params are
     hostile); ``params_for`` gives the strategy of a method's params (default: ``_meta`` only)."""
-    count = draw(st.sampled_from([0, 0, 0, 1, 1, 2, 3]))
-    defects = set(draw(st.lists(st.sampled_from(DEFECTS), min_size=count, max_size=count, unique=True)))
+    defects = {defect for defect in DEFECTS if draw(st.integers(0, 15)) == 0}
     members: list[tuple[str, Any]] = []
     if "no-jsonrpc" not in defects:
         members.append(("jsonrpc", draw(json_values) if "jsonrpc" in defects else "2.0"))
     request_id = draw(ids if "id" in defects else st.one_of(st.integers(0, 2**31), texts))
     if "no-id" not in defects:
         members.append(("id", request_id))
-    method = draw(st.one_of(methods, json_values) if "method" in defects else method_strategy or likely_methods)
+    if "method" in defects:
+        method = draw(st.one_of(methods, json_values))
+    else:
+        method = draw(likely_methods if method_strategy is None else method_strategy)
     if "no-method" not in defects:
         members.append(("method", method))
     if "params" in defects:
