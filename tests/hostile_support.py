@@ -450,6 +450,9 @@ def messages(
 
 # Arabic-Indic, fullwidth and Devanagari digits: int() reads each as 0-9.
 UNICODE_DIGITS = ["".join(chr(base + d) for d in range(10)) for base in (0x0660, 0xFF10, 0x0966)]
+# Values that are not a record's id: out of the database's integer range, signed, spelled as floats or hex.
+NUMBERISH = ["99999999999999999999", "9223372036854775808", "-9223372036854775809", "1" * 400, "-1", "0", "1e5"]
+NUMBERISH += ["1.0", "0x1", "NaN", "inf", "+1", "%31", " 1", "1 "]
 SCHEMES = ["learn", "LEARN", "Learn", "file", "http", "https", "data", "javascript", "urn", "", "learn:", "ftp"]
 
 
@@ -490,7 +493,7 @@ def uris(draw: st.DrawFn, known: list[str]) -> Any:
         if mutation == 9:
             return uri + "x" * draw(st.integers(1, 3000))
         if mutation == 10:
-            return head + "/" + draw(texts)
+            return head + "/" + draw(st.one_of(texts, st.sampled_from(NUMBERISH)))
         return head + "/" + tail + draw(any_char)
     if choice <= 5:
         scheme = draw(st.sampled_from(SCHEMES))
