@@ -555,11 +555,13 @@ async def soak(args: argparse.Namespace, env: dict[str, str], port: int, pid: in
         "listeners_connect_s": round(connect_s, 1),
         "samples": samples,
         "t0": t0,
+        "load_stopped_s": round(stopped - t0, 1),
     }
 
 
-def summarize_samples(samples: list[dict[str, float]], warmup: float) -> dict[str, Any]:
-    steady = [s for s in samples if s["t"] >= warmup]
+def summarize_samples(samples: list[dict[str, float]], warmup: float, until: float) -> dict[str, Any]:
+    """RSS slope, threads and descriptors between the end of the warm-up and the end of the load."""
+    steady = [s for s in samples if warmup <= s["t"] <= until]
     rss_slope = slope([(s["t"] / 60, s["rss_mb"]) for s in steady])
     return {
         "rss_slope_mb_per_min": rss_slope,
@@ -616,7 +618,7 @@ def main() -> None:
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
         "cpus": os.cpu_count(),
         **run,
-        **summarize_samples(samples, args.warmup),
+        **summarize_samples(samples, args.warmup, run["load_stopped_s"]),
         "server_tracebacks": log.count("Traceback"),
         "samples": samples,
     }
