@@ -184,7 +184,7 @@ def filters(world: World) -> st.SearchStrategy[Any]:
 # subscriptions/listen ----------------------------------------------------------------------------------------------
 
 
-@budget(60)
+@budget(50)
 @given(data=st.data(), caller=st.sampled_from(["alice", "bob", None]))
 def test_generated_listen_filters_honour_only_what_the_caller_may_read(
     world: World, data: st.DataObject, caller: str | None
@@ -204,7 +204,7 @@ def test_generated_listen_filters_honour_only_what_the_caller_may_read(
         check_acknowledgement(world, first, caller, request_id)
 
 
-@budget(60)
+@budget(50)
 @given(data=st.data())
 def test_generated_listen_requests_with_mutated_messages_and_headers(world: World, data: st.DataObject) -> None:
     def params_for(method: Any) -> st.SearchStrategy[Any]:
@@ -227,7 +227,7 @@ def test_generated_listen_requests_with_mutated_messages_and_headers(world: Worl
 # Sessions: subscribe, unsubscribe, the GET stream ------------------------------------------------------------------
 
 
-@budget(60)
+@budget(50)
 @given(
     data=st.data(),
     method=st.sampled_from(["resources/subscribe", "resources/unsubscribe", "resources/read"]),
@@ -248,7 +248,7 @@ def test_generated_uris_in_session_subscriptions(
             assert owner == caller or uri not in owned, f"{caller} subscribed to {owner}'s {uri}"
 
 
-@budget(40)
+@budget(30)
 @given(data=st.data(), http_method=st.sampled_from(["GET", "GET", "DELETE", "POST"]))
 def test_generated_session_ids_on_the_session_stream(world: World, data: st.DataObject, http_method: str) -> None:
     base = correct_headers("resources/list", {}, era=SESSION, session=None)
@@ -268,7 +268,7 @@ def test_generated_session_ids_on_the_session_stream(world: World, data: st.Data
 # Bodies and headers through MCPEndpoint ----------------------------------------------------------------------------
 
 
-@budget(60)
+@budget(50)
 @given(data=st.data(), era=st.sampled_from([STATELESS, SESSION]))
 def test_generated_messages_in_chunks_through_the_endpoint(world: World, data: st.DataObject, era: str) -> None:
     def params_for(method: Any) -> st.SearchStrategy[Any]:

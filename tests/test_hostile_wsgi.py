@@ -218,7 +218,7 @@ bodies = st.one_of(
 )
 
 
-@budget(150)
+@budget(120)
 @given(data=st.data())
 def test_any_body_is_answered_with_a_json_rpc_error_or_a_documented_status(world: World, data: st.DataObject) -> None:
     body = data.draw(bodies)
@@ -226,7 +226,7 @@ def test_any_body_is_answered_with_a_json_rpc_error_or_a_documented_status(world
     exchange(world, body, headers)
 
 
-@budget(100)
+@budget(80)
 @given(data=st.data())
 def test_batches_scalars_invalid_utf8_and_mangled_messages(world: World, data: st.DataObject) -> None:
     message, headers = stateless_request(world, data)
@@ -251,14 +251,14 @@ def test_batches_scalars_invalid_utf8_and_mangled_messages(world: World, data: s
 # Messages in both eras ---------------------------------------------------------------------------------------------
 
 
-@budget(250)
+@budget(200)
 @given(data=st.data())
 def test_generated_messages_2026_07_28(world: World, data: st.DataObject) -> None:
     message, headers = stateless_request(world, data)
     exchange(world, message.body(), headers, sent_id=message.sent_id)
 
 
-@budget(200)
+@budget(150)
 @given(data=st.data())
 def test_generated_messages_in_2025_11_25_sessions(world: World, data: st.DataObject) -> None:
     message, headers = session_request(world, data)
@@ -268,7 +268,7 @@ def test_generated_messages_in_2025_11_25_sessions(world: World, data: st.DataOb
 # Headers and HTTP methods ------------------------------------------------------------------------------------------
 
 
-@budget(200)
+@budget(150)
 @given(
     data=st.data(),
     era=st.sampled_from([STATELESS, SESSION]),
@@ -291,7 +291,7 @@ def test_mutated_headers_on_well_formed_requests(
 # URIs: read, subscribe, unsubscribe --------------------------------------------------------------------------------
 
 
-@budget(200)
+@budget(150)
 @given(
     data=st.data(),
     era=st.sampled_from([STATELESS, SESSION]),
@@ -315,7 +315,7 @@ def test_generated_uris_read_only_the_callers_own_records(
 # Cursors: resources/list and resources/templates/list --------------------------------------------------------------
 
 
-@budget(200)
+@budget(150)
 @given(
     data=st.data(),
     era=st.sampled_from([STATELESS, SESSION]),
