@@ -6,7 +6,7 @@ PORT ?= 8000
 DEMO_DB ?= demo.sqlite3
 export MCP_DEMO_DB := $(abspath $(DEMO_DB))
 
-.PHONY: install demo test lint typecheck pytest pytest-postgres conformance benchmarks soak clean
+.PHONY: install demo test lint typecheck pytest pytest-postgres conformance benchmarks clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -78,6 +78,7 @@ SOAK_RATE ?= 50
 SOAK_LISTENERS ?= 1000
 SOAK_UPDATE_RATE ?= 1
 
+.PHONY: soak
 soak: install
 	$(PY) benchmarks/soak.py --seconds $(SOAK_SECONDS) --rate $(SOAK_RATE) --listeners $(SOAK_LISTENERS) \
 		--update-rate $(SOAK_UPDATE_RATE) $(SOAK_ARGS)
