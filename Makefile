@@ -143,6 +143,18 @@ conformance: install
 benchmarks: install
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
 
+# Not part of `make test`: ten minutes of mixed requests at a steady rate against one uvicorn server of the demo
+# (PostgreSQL, Redis), with 1,000 listeners and document updates from another process (docs/performance.md, "Soak").
+SOAK_SECONDS ?= 600
+SOAK_RATE ?= 50
+SOAK_LISTENERS ?= 1000
+SOAK_UPDATE_RATE ?= 1
+
+.PHONY: soak
+soak: install
+	$(PY) benchmarks/soak.py --seconds $(SOAK_SECONDS) --rate $(SOAK_RATE) --listeners $(SOAK_LISTENERS) \
+		--update-rate $(SOAK_UPDATE_RATE) $(SOAK_ARGS)
+
 clean:
 	rm -rf $(VENV) .conformance demo.sqlite3 .pytest_cache .mypy_cache .ruff_cache $(TS_DIR)/node_modules \
 		$(TEAMS_VENV) build dist
