@@ -489,6 +489,24 @@ async def test_a_client_that_leaves_during_its_body_gets_nothing_run(
     assert started_requests == []
 
 
+class QuickBodyEndpoint(MCPEndpoint):
+    body_timeout_seconds = 0.2
+
+
+@pytest.mark.parametrize("middleware", [True, False], ids=["default", "fast"])
+async def test_a_body_that_stalls_is_answered_408_and_nothing_runs(
+    recorded: list[dict[str, Any]], started_requests: list[str], middleware: bool
+) -> None:
+    front = QuickBodyEndpoint.as_asgi(middleware=middleware)
+    exchange = Exchange(front, scope("POST", DISCOVER_HEADERS))
+    await exchange.communicator.send_input({"type": "http.request", "body": DISCOVER[:20], "more_body": True})
+    await exchange.start(timeout=5, chunks=[])
+    assert exchange.status == 408
+    assert json.loads(await exchange.body())["error"] == {"code": -32600, "message": "Request body timeout"}
+    assert recorded == []
+    assert started_requests == []
+
+
 # Lifespan --------------------------------------------------------------------------------------------------------
 
 

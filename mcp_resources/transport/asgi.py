@@ -52,6 +52,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
 from mcp_resources import cancellation
 from mcp_resources.conf import mcp_settings
+from mcp_resources.exceptions import InvalidRequest
 from mcp_resources.server import MCPServer
 from mcp_resources.transport.streams import Stream, StreamPlan, end_all_streams
 from mcp_resources.transport.views import (
@@ -60,6 +61,7 @@ from mcp_resources.transport.views import (
     STREAMS_SCOPE_KEY,
     MCPView,
     StreamSlot,
+    error_response,
     too_large_response,
 )
 
@@ -85,6 +87,10 @@ class MCPEndpoint:
     ``get_asgi_application()``). ``server`` serves another registry; ``middleware=False`` serves requests with the
     view alone, without Django's handler and the middleware.
     """
+
+    body_timeout_seconds: float = 30.0
+    """The most a request body may take to arrive (a slow or stalled client), like a proxy's ``client_body_timeout``:
+    answered 408 with ``-32600``. Subclass to change it."""
 
     def __init__(
         self, django_app: ASGIApp | None = None, *, server: MCPServer | None = None, middleware: bool = True
@@ -112,9 +118,15 @@ class MCPEndpoint:
             raise ValueError(f"MCPEndpoint serves HTTP, not {scope['type']!r}")
         headers = dict(scope.get("headers") or [])
         try:
-            body = await self._read_body(receive, mcp_settings.max_request_bytes)
+            body = await asyncio.wait_for(
+                self._read_body(receive, mcp_settings.max_request_bytes), self.body_timeout_seconds
+            )
         except _ClientGone:
             logger.debug("the client disconnected during its request body: nothing to do")
+            return
+        except TimeoutError:
+            logger.info("refused an MCP request whose body took over %gs to arrive", self.body_timeout_seconds)
+            await self._send(error_response(InvalidRequest("Request body timeout", request_id=None), 408), send)
             return
         if body is None:
             await self._send(too_large_response(), send)
