@@ -5,10 +5,13 @@
 - ``/.well-known/oauth-authorization-server``: the authorization server metadata (RFC 8414).
 - ``/o/authorize/``, ``/o/token/``, ``/o/revoke_token/``, ``/o/register/``: django-oauth-toolkit's endpoints.
 - ``/accounts/login/``: where the authorization endpoint sends a visitor to sign in (alice/alice, bob/bob).
+- ``/api/bookmarks/``: the REST framework API of the bookmarks that the MCP endpoint also serves
+  (``testproject/library/api.py``).
 """
 
 from __future__ import annotations
 
+from django.apps import apps
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
@@ -34,3 +37,8 @@ urlpatterns = [
     *well_known_urlpatterns("mcp"),
     path("mcp", include("mcp_resources.urls")),
 ]
+
+if apps.is_installed("testproject.library"):  # not in the conformance profile
+    from testproject.library.api import router
+
+    urlpatterns.append(path("api/", include(router.urls)))
