@@ -28,7 +28,7 @@ from mcp_resources.exceptions import (
     InsufficientScope,
 )
 from mcp_resources.listing import completion
-from mcp_resources.listing.completion import CompletionRequest, prefix_successor
+from mcp_resources.listing.completion import CompletionRequest, declared_completion, prefix_successor
 from mcp_resources.protocol.versions import V2025_11_25, V2026_07_28
 from mcp_resources.resources import Completion, ModelResourceTemplate
 from mcp_resources.server import CallContext, MCPServer
@@ -148,21 +148,22 @@ def test_values_are_the_callers_distinct_prefix_matches_in_byte_order(server, al
     assert complete(server, context(bob), "title", "ap")["values"] == ["ap", "apex", "apple-of-bob"]
 
 
-def test_at_most_100_values_with_total_and_has_more(server, alice, bob):
+def test_at_most_100_values_and_has_more(server, alice, bob):
     notes(alice, *(f"t{i:03d}" for i in range(150)))
     notes(bob, *(f"t{i:03d}-bob" for i in range(50)))
-    answer = complete(server, context(alice), "title", "t")
-    assert answer == {"values": [f"t{i:03d}" for i in range(100)], "total": 150, "hasMore": True}
+    # More than 100: the first 100, hasMore, and no total (the one query reads 101 values, not all of them).
+    assert complete(server, context(alice), "title", "t") == {
+        "values": [f"t{i:03d}" for i in range(100)],
+        "hasMore": True,
+    }
     assert complete(server, context(alice), "title", "t14")["values"] == [f"t{i}" for i in range(140, 150)]
 
 
-def test_total_is_left_out_past_the_count_limit(server, alice, monkeypatch):
-    monkeypatch.setattr(completion, "TOTAL_LIMIT", 120)
-    notes(alice, *(f"t{i:03d}" for i in range(121)))
+def test_exactly_100_values_are_all_of_them(server, alice):
+    notes(alice, *(f"t{i:03d}" for i in range(101)))
+    Note.objects.filter(title="t100").delete()
     answer = complete(server, context(alice), "title", "t")
-    assert answer == {"values": [f"t{i:03d}" for i in range(100)], "hasMore": True}
-    Note.objects.filter(title="t120").delete()
-    assert complete(server, context(alice), "title", "t")["total"] == 120
+    assert answer == {"values": [f"t{i:03d}" for i in range(100)], "total": 100, "hasMore": False}
 
 
 def test_context_arguments_filter_the_rows(server, alice, bob):
@@ -205,6 +206,41 @@ def test_a_public_template_completes_for_anonymous_callers(server, alice, bob):
     notes(bob, "public b")
     uri = PublicNotes.uri_template
     assert complete(server, context(None), "title", "p", uri=uri)["values"] == ["public a", "public b"]
+
+
+# The compiled query of a declared scope against the queryset it stands in for -----------------------------------
+
+DIFFERENTIAL_TITLES = ["a", "B", "b", "é", "e\u0301", "ü/é?", "a b", "100%", "a_b", "café", "cafe", "漢字", "😀", "~"]
+DIFFERENTIAL_PREFIXES = ["", "a", "b", "c", "é", "漢", "😀", "1", "~", "\U0010ffff", "zz"]
+
+
+def test_the_compiled_completion_answers_what_the_queryset_answers(server, alice, bob, monkeypatch):
+    """A declared scope completes through SQL compiled once (``listing.compiled.CompiledQuery``); the architecture
+    rules require that it answers exactly what the plain queryset answers, and falls back to it."""
+    notes(alice, *DIFFERENTIAL_TITLES, *DIFFERENTIAL_TITLES[:5])
+    notes(bob, *(f"{t}-bob" for t in DIFFERENTIAL_TITLES))
+    template = server.registry.get_template("note-titles")
+    assert declared_completion(template) is not None
+    assert declared_completion(server.registry.get_template("computed-note-titles")) is None
+    cases = [(argument, prefix) for argument in ("title", "id") for prefix in DIFFERENTIAL_PREFIXES]
+    compiled = {case: complete(server, context(alice), *case) for case in cases}
+    with CaptureQueriesContext(connection) as queries:
+        complete(server, context(alice), "title", "a")
+    assert len([q for q in queries.captured_queries if "library_note" in q["sql"]]) == 1
+    assert declared_completion(template).query.failed is False
+    monkeypatch.setattr(completion, "declared_completion", lambda template: None)
+    assert {case: complete(server, context(alice), *case) for case in cases} == compiled
+    assert compiled[("title", "a")]["values"] == ["a", "a b", "a_b"]
+    # Nobody's records for a caller without a user, either way.
+    assert complete(server, context(None, principal=context(alice).principal), "title", "")["values"] == []
+
+
+def test_the_compiled_completion_falls_back_to_the_queryset(server, alice, caplog, monkeypatch):
+    notes(alice, "apple")
+    template = server.registry.get_template("note-titles")
+    declared = declared_completion(template)
+    monkeypatch.setattr(declared.query, "failed", True)  # as after a query that could not be compiled
+    assert complete(server, context(alice), "title", "a")["values"] == ["apple"]
 
 
 # Hooks --------------------------------------------------------------------------------------------------------
@@ -391,7 +427,8 @@ def test_never_a_value_of_another_users_records(server, alice, bob, mine, theirs
         expected = byte_sorted({t for t in mine if t.startswith(prefix) and t})
         answer = complete(server, context(alice), "title", prefix)
         assert answer["values"] == expected[:100]
-        assert answer["total"] == len(expected)
+        assert answer.get("total") == (len(expected) if len(expected) <= 100 else None)
+        assert answer["hasMore"] is (len(expected) > 100)
         if made:
             title = made[chosen % len(made)].title
             ids = byte_sorted({str(n.pk) for n in made if n.title == title})

@@ -8,24 +8,29 @@ the typed value, in byte order, at most 100 of them; values already chosen for t
 
 The prefix is a byte-order range, ``value >= prefix AND value < successor(prefix)``, compared like the listing's
 keyset (``COLLATE "C"`` on PostgreSQL): an index on ``(scope columns, field COLLATE "C")`` serves it as an index
-range, already in the order of the answer (docs/resources.md#completion).
+range, already in the order of the answer (docs/resources.md#completion). One query answers: the first 101 values
+(the 101st only tells that there are more). A template that declares its scope runs it compiled once, as its listing
+does (``listing/compiled.py``; the queryset is the fallback).
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import FieldDoesNotExist, ValidationError
-from django.db import models
+from django.db import DEFAULT_DB_ALIAS, models, router
 from django.db.models import F, TextField
 from django.db.models.functions import Cast
 
 from mcp_resources.cancellation import cancellable_queries
 from mcp_resources.exceptions import InvalidParams
+from mcp_resources.listing.compiled import CompiledQuery
 from mcp_resources.listing.keyset import byte_ordered
 from mcp_resources.listing.sources import remaining_ms
+from mcp_resources.ownership import owner_of, owner_relation
 from mcp_resources.protocol.uris import MAX_URI_LENGTH
 from mcp_resources.queries import statement_timeout
 from mcp_resources.resources import Completion, ModelResourceTemplate, ResourceTemplate
@@ -38,8 +43,6 @@ if TYPE_CHECKING:
 
 MAX_VALUES = 100
 """The most values one answer holds (the spec's bound)."""
-TOTAL_LIMIT = 1000
-"""Matching values are counted up to this many for ``total``; past it, ``total`` is left out (``hasMore`` stays)."""
 MAX_NAME_LENGTH = 256
 MAX_CONTEXT_ARGUMENTS = 64
 RESOURCE_REF = "ref/resource"
@@ -182,34 +185,110 @@ def complete_model(
 ) -> Completion:
     """The distinct values of ``argument``'s lookup field starting with ``value`` among the caller's rows.
 
-    One query for the first 100 values in byte order; when there are more, a second counts them up to
-    :data:`TOTAL_LIMIT`. A value the field cannot hold (in ``context``) names no record: nothing is completed.
+    One query, for the first 101 values in byte order: 100 are answered, the 101st tells that there are more (then
+    ``total`` is unknown and left out). A value the field cannot hold (in ``context``) names no record: nothing is
+    completed. A template whose scope is declared runs the query compiled once (:class:`DeclaredCompletion`).
     """
     lookups = template.get_lookups()
     lookup = lookups.get(argument)
     if lookup is None:
         return Completion(values=[], total=0)
-    queryset = template.get_queryset(request)
     filters = {lookups[name]: chosen for name, chosen in context.items() if name in lookups}
+    declared = None if filters else declared_completion(template)
     try:
-        queryset = queryset.filter(**filters)
-        expression = completion_expression(queryset.model, lookup, queryset.db)
-        queryset = queryset.annotate(**{_VALUE: expression})
-        queryset = queryset.filter(**{f"{_VALUE}__gte": value} if value else {f"{_VALUE}__gt": ""})
-        upper = prefix_successor(value)
-        if upper is not None:
-            queryset = queryset.filter(**{f"{_VALUE}__lt": upper})
-        distinct = queryset.order_by(_VALUE).values_list(_VALUE, flat=True).distinct()
-        with statement_timeout(distinct.db, remaining_ms(deadline)), cancellable_queries(request, distinct.db):
-            values = list(distinct[: MAX_VALUES + 1])
-            total: int | None = len(values)
-            if len(values) > MAX_VALUES:
-                del values[MAX_VALUES:]
-                counted = distinct[: TOTAL_LIMIT + 1].count()
-                total = counted if counted <= TOTAL_LIMIT else None
+        if declared is not None:
+            owner = owner_of(request)
+            if owner is None:
+                return Completion(values=[], total=0)
+            using = declared.using()
+            with statement_timeout(using, remaining_ms(deadline)), cancellable_queries(request, using):
+                values = declared.values(using, owner, lookup, value)
+        else:
+            values = None
+        if values is None:
+            queryset = template.get_queryset(request).filter(**filters)
+            query = values_query(queryset, lookup, value, prefix_successor(value), strict=not value)
+            with statement_timeout(query.db, remaining_ms(deadline)), cancellable_queries(request, query.db):
+                values = list(query)
     except (ValueError, TypeError, ValidationError, OverflowError):
         return Completion(values=[], total=0)
-    return Completion(values=[str(v) for v in values], total=total, has_more=total is None or total > len(values))
+    if len(values) > MAX_VALUES:
+        return Completion(values=[str(v) for v in values[:MAX_VALUES]], total=None, has_more=True)
+    return Completion(values=[str(v) for v in values], total=len(values))
+
+
+def values_query(
+    queryset: models.QuerySet[Any], lookup: str, lower: Any, upper: Any, *, strict: bool
+) -> models.QuerySet[Any]:
+    """The first ``MAX_VALUES + 1`` distinct values of ``lookup`` in ``queryset`` from ``lower`` (excluded when
+    ``strict``) to ``upper`` (excluded; ``None``: no bound), in byte order."""
+    expression = completion_expression(queryset.model, lookup, queryset.db)
+    queryset = queryset.annotate(**{_VALUE: expression})
+    queryset = queryset.filter(**{f"{_VALUE}__gt" if strict else f"{_VALUE}__gte": lower})
+    if upper is not None:
+        queryset = queryset.filter(**{f"{_VALUE}__lt": upper})
+    return queryset.order_by(_VALUE).values_list(_VALUE, flat=True).distinct()[: MAX_VALUES + 1]
+
+
+class DeclaredCompletion:
+    """The completion query of a template whose scope is declared, compiled once per variable and range shape.
+
+    The same query as the queryset path builds on the default ``get_queryset()`` (the rows of ``base_queryset()``
+    whose ``owner_field`` is the caller), run through :class:`~mcp_resources.listing.compiled.CompiledQuery` with the
+    owner and the range's bounds as parameters; ``None`` from :meth:`values` means: run the queryset instead.
+    Used without ``context`` arguments only (their values are the client's, converted by the queryset path).
+    """
+
+    def __init__(self, template: ModelResourceTemplate) -> None:
+        assert template.model is not None
+        assert template.owner_field is not None
+        owner = owner_relation(template.model, template.owner_field)
+        if owner is None:
+            raise ValueError(f"{type(template).__name__}.owner_field does not lead to the user model")
+        self.template = template
+        self.owner_field: str = template.owner_field
+        self.query = CompiledQuery(
+            f"the completion of {template.name!r}", self._build, [owner, TextField(), TextField()]
+        )
+
+    def _build(self, shape: tuple[str, bool, bool], owner: Any, lower: Any, upper: Any = None) -> models.QuerySet[Any]:
+        lookup, strict, _bounded = shape
+        queryset = self.template.base_queryset().filter(**{self.owner_field: owner})
+        return values_query(queryset, lookup, lower, upper, strict=strict)
+
+    def using(self) -> str:
+        assert self.template.model is not None
+        if self.template.queryset is not None:
+            return self.template.queryset.db
+        return router.db_for_read(self.template.model) or DEFAULT_DB_ALIAS
+
+    def values(self, using: str, owner: Any, lookup: str, value: str) -> list[Any] | None:
+        """The first 101 values of ``owner``'s rows starting with ``value``; ``None``: run the queryset instead."""
+        upper = prefix_successor(value)
+        parameters = [owner, value] if upper is None else [owner, value, upper]
+        rows = self.query.rows(using, parameters, (lookup, not value, upper is not None))
+        return None if rows is None else [row[0] for row in rows]
+
+
+_declared: weakref.WeakKeyDictionary[ModelResourceTemplate, DeclaredCompletion | None] = weakref.WeakKeyDictionary()
+
+
+def declared_completion(template: ModelResourceTemplate) -> DeclaredCompletion | None:
+    """The compiled completion of ``template`` when its scope is declared (as for its listing), else ``None``."""
+    try:
+        return _declared[template]
+    except KeyError:
+        pass
+    cls = type(template)
+    declared = (
+        template.model is not None
+        and template.owner_field is not None
+        and cls.get_queryset is ModelResourceTemplate.get_queryset
+        and cls.base_queryset is ModelResourceTemplate.base_queryset
+        and owner_relation(template.model, template.owner_field) is not None
+    )
+    result = _declared[template] = DeclaredCompletion(template) if declared else None
+    return result
 
 
 def completion_expression(model: type[models.Model], lookup: str, using: str) -> Any:
