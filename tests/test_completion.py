@@ -444,7 +444,25 @@ def test_prefix_successor(prefix, successor):
     assert prefix_successor(prefix) == successor
 
 
-# PostgreSQL: an index range, already in the answer's order ------------------------------------------------------
+# PostgreSQL: byte order whatever the column's collation, and an index range -------------------------------------
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="collations are a PostgreSQL feature here")
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "queryset"])
+def test_byte_order_holds_when_the_column_has_a_locale_collation(server, alice, monkeypatch, compiled):
+    """With the column's ICU collation the range and the order would be the locale's: "a" <= "B" < "b"."""
+    with connection.cursor() as cursor:  # undone with the test's transaction
+        cursor.execute('ALTER TABLE library_note ALTER COLUMN title TYPE varchar(200) COLLATE "und-x-icu"')
+    if not compiled:
+        monkeypatch.setattr(completion, "declared_completion", lambda template: None)
+    titles = ["b", "B", "a", "A", "ab", "aB", "Ab", "é", "e", "ä", "Z", "z", "_x", "a b"]
+    notes(alice, *titles)
+    assert [n.title for n in Note.objects.filter(owner=alice).order_by("title")] != byte_sorted(set(titles))
+    for prefix in ("", "a", "A", "B", "e", "ä"):
+        expected = byte_sorted({t for t in titles if t.startswith(prefix)})
+        assert complete(server, context(alice), "title", prefix)["values"] == expected, prefix
+
+
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="a PostgreSQL plan")
