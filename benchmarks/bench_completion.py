@@ -1,4 +1,4 @@
-"""Item 7: a ``completion/complete`` request against a ``resources/list`` page of the same size, through the core.
+"""Item 8: a ``completion/complete`` request against a ``resources/list`` page of the same size, through the core.
 
 The page is the demo's ``documents`` template at 50% depth of every inventory (100 resources, a sealed cursor),
 ``MCPServer.call("resources/list", {"cursor": ...}, ctx)``. The completion is ``MCPServer.call("completion/complete")``
@@ -149,7 +149,7 @@ def main() -> None:
             points.append({"size": user["size"], "total": answer.get("total"), "key": key})
 
         print(
-            f"item 7: completion vs page, {len(points)} inventories, {args.rounds} interleaved rounds, "
+            f"item 8: completion vs page, {len(points)} inventories, {args.rounds} interleaved rounds, "
             f"page size {page_size}, {fixture['vendor']}"
         )
         samples = interleaved(contenders, rounds=args.rounds, batch_seconds=args.batch_seconds)

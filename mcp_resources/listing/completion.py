@@ -18,9 +18,11 @@ from __future__ import annotations
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from django.core.exceptions import FieldDoesNotExist, ValidationError
+from django.contrib.auth import get_user_model
+from django.core.exceptions import FieldDoesNotExist, ImproperlyConfigured, ValidationError
 from django.db import DEFAULT_DB_ALIAS, models, router
 from django.db.models import F, TextField
 from django.db.models.functions import Cast
@@ -30,7 +32,7 @@ from mcp_resources.exceptions import InvalidParams
 from mcp_resources.listing.compiled import CompiledQuery
 from mcp_resources.listing.keyset import byte_ordered
 from mcp_resources.listing.sources import remaining_ms
-from mcp_resources.ownership import owner_of, owner_relation
+from mcp_resources.ownership import owner_of
 from mcp_resources.protocol.uris import MAX_URI_LENGTH
 from mcp_resources.queries import statement_timeout
 from mcp_resources.resources import Completion, ModelResourceTemplate, ResourceTemplate
@@ -233,27 +235,25 @@ def values_query(
 class DeclaredCompletion:
     """The completion query of a template whose scope is declared, compiled once per variable and range shape.
 
-    The same query as the queryset path builds on the default ``get_queryset()`` (the rows of ``base_queryset()``
-    whose ``owner_field`` is the caller), run through :class:`~mcp_resources.listing.compiled.CompiledQuery` with the
-    owner and the range's bounds as parameters; ``None`` from :meth:`values` means: run the queryset instead.
-    Used without ``context`` arguments only (their values are the client's, converted by the queryset path).
+    The query of the queryset path, built on the template's own (default) ``get_queryset()`` for a caller whose
+    user's primary key is a placeholder, and run through :class:`~mcp_resources.listing.compiled.CompiledQuery`
+    with the owner and the range's bounds as parameters: whatever ``owner_field`` scopes (a foreign key, a path of
+    relations), the compiled query scopes alike. ``None`` from :meth:`values` means: run the queryset instead. Used
+    without ``context`` arguments only (their values are the client's, converted by the queryset path).
     """
 
     def __init__(self, template: ModelResourceTemplate) -> None:
         assert template.model is not None
-        assert template.owner_field is not None
-        owner = owner_relation(template.model, template.owner_field)
-        if owner is None:
-            raise ValueError(f"{type(template).__name__}.owner_field does not lead to the user model")
         self.template = template
-        self.owner_field: str = template.owner_field
+        user_pk = get_user_model()._meta.pk
+        assert user_pk is not None
         self.query = CompiledQuery(
-            f"the completion of {template.name!r}", self._build, [owner, TextField(), TextField()]
+            f"the completion of {template.name!r}", self._build, [user_pk, TextField(), TextField()]
         )
 
     def _build(self, shape: tuple[str, bool, bool], owner: Any, lower: Any, upper: Any = None) -> models.QuerySet[Any]:
         lookup, strict, _bounded = shape
-        queryset = self.template.base_queryset().filter(**{self.owner_field: owner})
+        queryset = self.template.get_queryset(_caller(owner))
         return values_query(queryset, lookup, lower, upper, strict=strict)
 
     def using(self) -> str:
@@ -266,8 +266,20 @@ class DeclaredCompletion:
         """The first 101 values of ``owner``'s rows starting with ``value``; ``None``: run the queryset instead."""
         upper = prefix_successor(value)
         parameters = [owner, value] if upper is None else [owner, value, upper]
-        rows = self.query.rows(using, parameters, (lookup, not value, upper is not None))
+        try:
+            rows = self.query.rows(using, parameters, (lookup, not value, upper is not None))
+        except ImproperlyConfigured:
+            return None  # an owner_field that does not resolve (E019): the queryset raises it for the caller
         return None if rows is None else [row[0] for row in rows]
+
+
+def _caller(owner: Any) -> HttpRequest:
+    """A request of a signed-in user whose primary key is ``owner``: what the default ``get_queryset()`` reads."""
+    from django.http import HttpRequest
+
+    request = HttpRequest()
+    request.user = SimpleNamespace(is_authenticated=True, pk=owner)  # type: ignore[assignment]
+    return request
 
 
 _declared: weakref.WeakKeyDictionary[ModelResourceTemplate, DeclaredCompletion | None] = weakref.WeakKeyDictionary()
@@ -285,7 +297,6 @@ def declared_completion(template: ModelResourceTemplate) -> DeclaredCompletion |
         and template.owner_field is not None
         and cls.get_queryset is ModelResourceTemplate.get_queryset
         and cls.base_queryset is ModelResourceTemplate.base_queryset
-        and owner_relation(template.model, template.owner_field) is not None
     )
     result = _declared[template] = DeclaredCompletion(template) if declared else None
     return result
