@@ -463,8 +463,6 @@ def test_byte_order_holds_when_the_column_has_a_locale_collation(server, alice, 
         assert complete(server, context(alice), "title", prefix)["values"] == expected, prefix
 
 
-
-
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="a PostgreSQL plan")
 def test_completion_is_an_index_range_on_postgresql(alice, bob):
     """The completion of the bookmarks' ``{slug}`` reads the ``(owner_id, slug COLLATE "C")`` index from the
