@@ -453,7 +453,7 @@ def markdown_results(latest: dict[str, Any]) -> str:
             other.append(
                 f"- Item 8, {p['size']:,} documents: page {p['page_s'] * 1e3:.3f} ms, completion of "
                 f"{completion['prefix']!r} {p['complete_s'] * 1e3:.3f} ms ({p['complete_over_page']:.2f}x), "
-                f"total {p['total'] if p['total'] is not None else 'over 1,000 (left out)'}."
+                f"total {p['total'] if p['total'] is not None else 'left out (more than 100)'}."
             )
     if listeners:
         for r in listeners["servers"]:
