@@ -133,7 +133,7 @@ def _orjson_off() -> None:
     "the queryset built and compiled by the ORM for every page",
 )
 def _compiled_listing_off() -> None:
-    from mcp_resources.listing import compiled
+    from mcp_resources.listing import compiled, completion
 
     def not_declared(template: Any, columns: Any) -> None:
         return None
@@ -141,7 +141,11 @@ def _compiled_listing_off() -> None:
     def not_compiled(self: Any, using: str, after: Any, limit: int) -> None:
         return None
 
+    def completion_not_declared(template: Any) -> None:
+        return None
+
     replace(compiled.declared_listing, not_declared)
+    replace(completion.declared_completion, completion_not_declared)
     compiled.StaticListing.rows = not_compiled  # type: ignore[method-assign]
 
 

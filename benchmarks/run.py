@@ -6,7 +6,8 @@ and ratios), merges their results into ``benchmarks/results/latest.json``, draws
 ``benchmarks/results/benchmarks.png`` (when matplotlib is installed) and rewrites the results section of
 ``docs/performance.md`` (between ``<!-- results:start -->`` and ``<!-- results:end -->``, added at the end of the
 file when missing); then drops the database (``--keep-db`` keeps it). ``--quick`` uses 1e3/1e4/1e5 documents and
-fewer, shorter rounds (a few minutes in all); ``--only`` selects items. Item 6 (listeners) needs Redis on
+fewer, shorter rounds (a few minutes in all); ``--only`` selects items (with ``--no-doc`` to keep the page's
+results section, which holds the items of one run). Item 6 (listeners) needs Redis on
 127.0.0.1:6379 and no benchmark database. Only ratios measured within one run are results: absolute times drift
 by about 30% between runs here.
 """
@@ -67,6 +68,12 @@ ITEMS: dict[str, dict[str, Any]] = {
         "full": ["--size", "10000", "--rounds", "9"],
         "quick": ["--size", "2000", "--rounds", "5", "--batch-seconds", "0.03"],
         "timeout": 1800,
+    },
+    "completion": {
+        "script": "bench_completion.py",
+        "full": ["--rounds", "9"],
+        "quick": ["--rounds", "5", "--batch-seconds", "0.05"],
+        "timeout": 900,
     },
     "listeners": {
         "script": "bench_listeners.py",
@@ -194,6 +201,15 @@ def summarize(results: dict[str, Any]) -> list[dict[str, Any]]:
                 members["targets"][shape],
                 True,
             )
+    completion = results.get("completion")
+    if completion:
+        add(
+            "8",
+            "completion/complete (100 values) / resources/list page of 100 at 50%, worst inventory (core)",
+            completion["complete_over_page_worst"],
+            completion["target"],
+            True,
+        )
     listeners = results.get("listeners")
     if listeners:
         targets = listeners["targets"]
@@ -468,6 +484,14 @@ def markdown_results(latest: dict[str, Any]) -> str:
             f"make_cursor+read_cursor {codec['cursor_helpers_s'] * 1e6:.2f} µs "
             f"({codec['payload_bytes']} payload bytes, {codec['token_chars']}-character token)."
         )
+    completion = results.get("completion")
+    if completion:
+        for p in completion["points"]:
+            other.append(
+                f"- Item 8, {p['size']:,} documents: page {p['page_s'] * 1e3:.3f} ms, completion of "
+                f"{completion['prefix']!r} {p['complete_s'] * 1e3:.3f} ms ({p['complete_over_page']:.2f}x), "
+                f"total {p['total'] if p['total'] is not None else 'left out (more than 100)'}."
+            )
     if listeners:
         for r in listeners["servers"]:
             other.append(

@@ -17,6 +17,7 @@ _EXPORTS = {
     "ModelResourceTemplate": "mcp_resources.resources",
     "RegisteredResource": "mcp_resources.resources",
     "InventoryPage": "mcp_resources.resources",
+    "Completion": "mcp_resources.resources",
     "PUBLIC": "mcp_resources.access",
     "PROTECTED": "mcp_resources.access",
     # Registering them
@@ -68,7 +69,13 @@ if TYPE_CHECKING:
     )
     from mcp_resources.principal import Principal
     from mcp_resources.registries import ResourceRegistry, register, register_resource, registry, site
-    from mcp_resources.resources import InventoryPage, ModelResourceTemplate, RegisteredResource, ResourceTemplate
+    from mcp_resources.resources import (
+        Completion,
+        InventoryPage,
+        ModelResourceTemplate,
+        RegisteredResource,
+        ResourceTemplate,
+    )
     from mcp_resources.server.context import CallContext
     from mcp_resources.server.core import MCPServer, Method
     from mcp_resources.subscriptions.broker import notify_resource_list_changed, notify_resource_updated

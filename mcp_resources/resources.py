@@ -159,6 +159,16 @@ class ResourceTemplate:
         """The cache hint for this source's listing: ``(scope, ttl_ms)``; private and uncached by default."""
         return ("private", 0)
 
+    def complete(self, request: HttpRequest, argument: str, value: str, context: Mapping[str, str]) -> Any:
+        """Values for the URI variable ``argument`` starting with ``value`` (``completion/complete``).
+
+        ``context`` holds the values already chosen for the template's other variables. Return a list of strings
+        or a :class:`Completion` (at most 100 values are sent), or ``None`` for the default: a
+        :class:`ModelResourceTemplate` completes from its caller-scoped queryset, any other template completes
+        nothing (docs/resources.md#completion).
+        """
+        return None
+
     def get_descriptor(self) -> dict[str, Any]:
         """The ``ResourceTemplate`` object announced in ``resources/templates/list``."""
         descriptor: dict[str, Any] = {"uriTemplate": self.uri_template, "name": self.name}
@@ -318,6 +328,16 @@ def _resolve(obj: models.Model, lookup: str) -> Any:
     for attr in lookup.split("__"):
         value = getattr(value, attr)
     return value
+
+
+@dataclass
+class Completion:
+    """What a ``complete`` hook may return: ``values`` (at most 100 are sent), the ``total`` number of matching
+    values when it is known, and whether more exist than ``values`` holds."""
+
+    values: list[str]
+    total: int | None = None
+    has_more: bool = False
 
 
 ResourceGetter = Callable[[], Any]

@@ -107,6 +107,20 @@ class MCPClient(Client):
         """The ``resources/read`` result for ``uri``."""
         return self.call("resources/read", {"uri": uri})
 
+    def complete(
+        self, uri_template: str, argument: str, value: str, arguments: dict[str, str] | None = None
+    ) -> dict[str, Any]:
+        """The ``completion`` object of ``completion/complete`` for the variable ``argument`` of ``uri_template``
+        (``arguments``: the values already chosen for its other variables)."""
+        params: dict[str, Any] = {
+            "ref": {"type": "ref/resource", "uri": uri_template},
+            "argument": {"name": argument, "value": value},
+        }
+        if arguments is not None:
+            params["context"] = {"arguments": arguments}
+        completion: dict[str, Any] = self.call("completion/complete", params)["completion"]
+        return completion
+
     def call(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         """The result of ``method``; raises :class:`~mcp_resources.exceptions.MCPError` for an error answer."""
         response = self.post_message(method, params)

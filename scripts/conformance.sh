@@ -120,7 +120,7 @@ log "Migrating a fresh database ($MCP_DEMO_DB)"
 "$PY" testproject/manage.py migrate --verbosity 0
 
 log "Starting the conformance profile at $URL"
-"$UVICORN" testproject.asgi:application --host 127.0.0.1 --port "$PORT" --log-level warning \
+"$UVICORN" testproject.conformance.asgi:application --host 127.0.0.1 --port "$PORT" --log-level warning \
     > "$RESULTS/server.log" 2>&1 &
 SERVER_PID=$!
 

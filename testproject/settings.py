@@ -24,6 +24,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "oauth2_provider",
+    "rest_framework",
     "mcp_resources",
     "testproject.library",
     "testproject.conformance",

@@ -6,6 +6,7 @@ from testproject.settings import *  # noqa: F403
 from testproject.settings import INSTALLED_APPS, MCP_RESOURCES
 
 INSTALLED_APPS = [app for app in INSTALLED_APPS if app != "testproject.library"]
+ROOT_URLCONF = "testproject.conformance.urls"  # /mcp served by the profile's server (testproject/conformance/)
 
 MCP_RESOURCES = {
     **MCP_RESOURCES,

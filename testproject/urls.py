@@ -6,10 +6,13 @@
 - ``/o/authorize/`` (the consent page), ``/o/token/``, ``/o/revoke_token/``, ``/o/register/``: django-oauth-toolkit's
   endpoints, as ``mcp_resources.auth.server_urls`` mounts them.
 - ``/accounts/login/``: where the authorization endpoint sends a visitor to sign in (alice/alice, bob/bob).
+- ``/api/bookmarks/``: the REST framework API of the bookmarks that the MCP endpoint also serves
+  (``testproject/library/api.py``).
 """
 
 from __future__ import annotations
 
+from django.apps import apps
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
@@ -25,3 +28,8 @@ urlpatterns = [
     *well_known_urlpatterns("mcp"),
     path("mcp", include("mcp_resources.urls")),
 ]
+
+if apps.is_installed("testproject.library"):  # not in the conformance profile
+    from testproject.library.api import router
+
+    urlpatterns.append(path("api/", include(router.urls)))

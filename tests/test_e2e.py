@@ -24,7 +24,7 @@ import httpx2
 import pytest
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import BlobResourceContents, TextResourceContents
+from mcp.types import BlobResourceContents, ResourceTemplateReference, TextResourceContents
 
 from tests import live
 
@@ -42,15 +42,25 @@ T = TypeVar("T")
 
 @dataclass
 class Demo:
-    """The primary keys of the demo data's documents and notes, per user."""
+    """The primary keys of the demo data's documents, notes and bookmarks, per user."""
 
     documents: dict[str, list[int]]
     notes: dict[str, list[int]]
+    bookmarks: dict[str, list[str]]
 
 
 @pytest.fixture(scope="module")
 def demo(demo_project: live.Project) -> Demo:
-    return Demo(documents=demo_project.ids_by_user("Document"), notes=demo_project.ids_by_user("Note"))
+    code = (
+        "from testproject.library.models import Bookmark; import json; "
+        "print(json.dumps({u: sorted(Bookmark.objects.filter(owner__username=u).values_list('slug', flat=True)) "
+        "for u in ('alice', 'bob')}))"
+    )
+    return Demo(
+        documents=demo_project.ids_by_user("Document"),
+        notes=demo_project.ids_by_user("Note"),
+        bookmarks=json.loads(demo_project.shell(code)),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -147,12 +157,16 @@ def test_list_every_page(server: live.Server, demo: Demo, mode: str) -> None:
     assert statics <= set(uris)
     alice_docs = [doc_uri(pk) for pk in demo.documents["alice"]]
     alice_notes = {f"learn://notes/{pk}" for pk in demo.notes["alice"]}
+    alice_bookmarks = [f"learn://bookmarks/{slug}" for slug in demo.bookmarks["alice"]]
     assert len(alice_docs) == 120
     # Documents are listed in their keyset order (created, id), which is creation order in the demo data.
     assert [uri for uri in uris if uri.startswith("learn://documents/")] == alice_docs
     assert {uri for uri in uris if uri.startswith("learn://notes/")} == alice_notes
-    assert len(uris) == len(statics) + len(alice_docs) + len(alice_notes)
+    # Bookmarks in slug order (ASCII slugs: byte order is the sorted order).
+    assert [uri for uri in uris if uri.startswith("learn://bookmarks/")] == alice_bookmarks
+    assert len(uris) == len(statics) + len(alice_docs) + len(alice_notes) + len(alice_bookmarks)
     bob_uris = {doc_uri(pk) for pk in demo.documents["bob"]} | {f"learn://notes/{pk}" for pk in demo.notes["bob"]}
+    bob_uris |= {f"learn://bookmarks/{slug}" for slug in demo.bookmarks["bob"]}
     assert not bob_uris & set(uris)
     assert pages >= 3
     if mode != "legacy":
@@ -262,6 +276,51 @@ def test_bob_sees_his_own_documents(server: live.Server, demo: Demo, mode: str) 
     assert error.code == NOT_FOUND_CODE[mode]
 
 
+BOOKMARKS = ResourceTemplateReference(type="ref/resource", uri="learn://bookmarks/{slug}")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_complete_a_template_variable(server: live.Server, demo: Demo, mode: str) -> None:
+    """The SDK's ``complete()``: the caller's bookmark slugs that start with the typed value, never bob's; the
+    server announces the ``completions`` capability (a pinned client knows no capabilities)."""
+
+    async def body(client: Client) -> tuple[Any, Any, Any, Any]:
+        started = await client.complete(BOOKMARKS, {"name": "slug", "value": "alice-d"})
+        everything = await client.complete(BOOKMARKS, {"name": "slug", "value": ""})
+        foreign = await client.complete(BOOKMARKS, {"name": "slug", "value": "bob-"})
+        return client.server_capabilities, started, everything, foreign
+
+    capabilities, started, everything, foreign = with_client(server, mode, body)
+    if mode != "2026-07-28":
+        assert capabilities.completions is not None
+    expected = [slug for slug in demo.bookmarks["alice"] if slug.startswith("alice-d")]
+    assert expected
+    assert started.completion.values == expected
+    assert started.completion.total == len(expected)
+    assert started.completion.has_more is False
+    assert everything.completion.values == demo.bookmarks["alice"]
+    assert foreign.completion.values == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_complete_refusals(server: live.Server, mode: str) -> None:
+    """An unknown template is -32602 (invalid params), in both eras; bob completes only his own slugs."""
+
+    async def body(client: Client) -> MCPError:
+        with pytest.raises(MCPError) as info:
+            await client.complete(
+                ResourceTemplateReference(type="ref/resource", uri="learn://nothing/{x}"), {"name": "x", "value": ""}
+            )
+        return info.value
+
+    assert with_client(server, mode, body).code == -32602
+
+    async def bob(client: Client) -> list[str]:
+        return (await client.complete(BOOKMARKS, {"name": "slug", "value": "alice"})).completion.values
+
+    assert with_client(server, mode, bob, user="bob") == []
+
+
 def test_client_without_token_cannot_list(server: live.Server) -> None:
     async def body(client: Client) -> None:
         templates = await client.list_resource_templates(cache_mode="bypass")
@@ -272,6 +331,9 @@ def test_client_without_token_cannot_list(server: live.Server) -> None:
         # provider is configured on this client, so the SDK reports the HTTP error as an MCPError).
         with pytest.raises(MCPError):
             await client.list_resources(cache_mode="bypass")
+        # Completing a protected template's variable needs a caller too, as reading one of its resources does.
+        with pytest.raises(MCPError):
+            await client.complete(BOOKMARKS, {"name": "slug", "value": ""})
 
     with_client(server, "2026-07-28", body, user=None)
 

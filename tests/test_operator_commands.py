@@ -1,8 +1,8 @@
 """``mcp_list`` and ``mcp_read``: the operator's view of a user's resources, through the same server core as HTTP.
 
-The demo project's registry (``learn://documents/{id}`` and ``learn://notes/{id}``, scope ``documents:read``) and
-``load_demo_data`` (alice: 120 documents, bob: 60, 10 notes each; two admin static resources), plus the
-conformance app's code-registered static resources.
+The demo project's registry (``learn://documents/{id}``, ``learn://notes/{id}`` and ``learn://bookmarks/{slug}``,
+scope ``documents:read``) and ``load_demo_data`` (alice: 120 documents, bob: 60, 10 notes and 8 bookmarks each;
+two admin static resources), plus the conformance app's code-registered static resources.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from django.core.management import CommandError, call_command
 from mcp_resources.models import StaticResource
 from mcp_resources.registries import registry
 from testproject.library.management.commands.load_demo_data import PNG
-from testproject.library.models import Document, Note
+from testproject.library.models import Bookmark, Document, Note
 from tests.listing_support import document_uri, expected_documents, expected_notes, note_uri
 
 pytestmark = pytest.mark.django_db
@@ -59,8 +59,14 @@ def statics() -> list[str]:
     return sorted(set(code) | set(admin), key=str.encode)
 
 
+def expected_bookmarks(owner: Any) -> list[str]:
+    """The owner's bookmarks in the listing order: slug, in byte order."""
+    slugs = Bookmark.objects.filter(owner=owner).values_list("slug", flat=True)
+    return [f"learn://bookmarks/{slug}" for slug in sorted(slugs, key=str.encode)]
+
+
 def inventory(user: Any) -> list[str]:
-    return statics() + expected_documents(user) + expected_notes(user)
+    return statics() + expected_documents(user) + expected_notes(user) + expected_bookmarks(user)
 
 
 # mcp_list --------------------------------------------------------------------------------------------------
@@ -86,10 +92,12 @@ def test_mcp_list_prints_the_first_page_and_the_next_cursor(demo):
 def test_mcp_list_all_follows_every_cursor(demo, user):
     out, err = run("mcp_list", user=user, all=True)
     assert listed_uris(out) == inventory(demo[user])
-    assert len(listed_uris(out)) == len(statics()) + (120 if user == "alice" else 60) + 10
+    assert len(listed_uris(out)) == len(statics()) + (120 if user == "alice" else 60) + 10 + 8
     assert err == ""
     other = demo["bob" if user == "alice" else "alice"]
-    assert not set(listed_uris(out)) & set(expected_documents(other) + expected_notes(other))
+    assert not set(listed_uris(out)) & set(
+        expected_documents(other) + expected_notes(other) + expected_bookmarks(other)
+    )
 
 
 def test_mcp_list_continues_from_a_cursor(demo):
@@ -131,7 +139,7 @@ def test_mcp_list_json(demo):
 
     out, _ = run("mcp_list", user="alice", json=True, all=True)
     pages = json_documents(out)
-    assert [len(p["resources"]) for p in pages] == [50, 50, 35]
+    assert [len(p["resources"]) for p in pages] == [50, 50, 43]
     assert [r["uri"] for p in pages for r in p["resources"]] == inventory(demo["alice"])
     assert {"uri": note_uri(note), "name": note.title, "mimeType": "text/markdown"} in pages[-1]["resources"]
     assert "nextCursor" not in pages[-1]

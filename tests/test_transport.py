@@ -1224,8 +1224,13 @@ def test_templates_pagination(endpoint: Endpoint, settings: Any, page_size: int)
     set_mcp(settings, PAGE_SIZE=page_size)
     items, pages = walk(endpoint, "resources/templates/list", "resourceTemplates")
     uri_templates = [t["uriTemplate"] for t in items]
-    assert sorted(uri_templates) == ["learn://documents/{id}", "learn://notes/{id}", "test://template/{id}/data"]
-    assert pages == -(-3 // page_size)
+    assert sorted(uri_templates) == [
+        "learn://bookmarks/{slug}",
+        "learn://documents/{id}",
+        "learn://notes/{id}",
+        "test://template/{id}/data",
+    ]
+    assert pages == -(-4 // page_size)
 
 
 @pytest.mark.usefixtures("extra")

@@ -24,14 +24,16 @@ from mcp_resources.exceptions import BadPosition
 _TEXT_FIELDS = (models.CharField, models.TextField)
 
 
-def byte_ordered(field: str, using: str = "default") -> Expression | F:
-    """An expression for ``field`` that sorts and compares in byte order on the ``using`` database."""
+def byte_ordered(field: str | Expression, using: str = "default") -> Expression | F:
+    """An expression for ``field`` (a field name or a text expression) that sorts and compares in byte order on
+    the ``using`` database."""
+    expression = F(field) if isinstance(field, str) else field
     vendor = connections[using].vendor
     if vendor == "postgresql":
-        return Collate(F(field), "C")
+        return Collate(expression, "C")
     if vendor == "mysql":
-        return Collate(F(field), "utf8mb4_bin")
-    return F(field)
+        return Collate(expression, "utf8mb4_bin")
+    return expression
 
 
 def order_after(queryset: QuerySet[Any], field: str, after: str | None, limit: int) -> QuerySet[Any]:

@@ -30,6 +30,12 @@ from mcp_resources.exceptions import (
     MethodNotFound,
     ResourceNotFound,
 )
+from mcp_resources.listing.completion import (
+    CompletionRequest,
+    complete_argument,
+    completion_request,
+    completion_template,
+)
 from mcp_resources.listing.pipeline import binding, list_page, open_cursor
 from mcp_resources.models import StaticResource
 from mcp_resources.protocol import jsonrpc
@@ -86,6 +92,7 @@ class MCPServer:
         "resources/read": Method("read_resource"),
         "resources/subscribe": Method("subscribe", SESSIONS, subscriptions=True),
         "resources/unsubscribe": Method("unsubscribe", SESSIONS, subscriptions=True),
+        "completion/complete": Method("complete"),
     }
 
     def __init__(self, registry: ResourceRegistry | None = None, codec: CursorCodec | None = None) -> None:
@@ -131,7 +138,8 @@ class MCPServer:
         return mcp_settings.subscriptions and ctx.streams
 
     def capabilities(self, ctx: CallContext) -> dict[str, Any]:
-        """Server capabilities; the ``prefix`` list filter is an extension (``experimental`` before 2026-07-28).
+        """Server capabilities: resources and completions; the ``prefix`` list filter is an extension
+        (``experimental`` before 2026-07-28).
 
         ``subscribe`` and ``listChanged`` are announced only where notifications can be delivered.
         """
@@ -139,7 +147,7 @@ class MCPServer:
         resources: dict[str, Any] = {}
         if self.offers_subscriptions(ctx):
             resources = {"subscribe": True, "listChanged": True}
-        capabilities: dict[str, Any] = {"resources": resources}
+        capabilities: dict[str, Any] = {"resources": resources, "completions": {}}
         capabilities["extensions" if ctx.stateless else "experimental"] = extension
         return capabilities
 
@@ -391,6 +399,28 @@ class MCPServer:
                     allowed.append(uri)
             honoured["resourceSubscriptions"] = allowed
         return honoured
+
+    # completion/complete ---------------------------------------------------------------------------------
+
+    def complete(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        """Values for a template variable, from what the caller may read (``listing/completion.py``).
+
+        The caller is authorized for the template as for a read (401, 403); an unknown template is ``-32602``.
+        """
+        wanted = completion_request(params)
+        if wanted.uri is None:
+            return {"completion": self.complete_prompt(wanted, ctx)}
+        template = completion_template(self.registry, wanted.uri)
+        authorize(template.access, template.scopes, ctx.principal)
+        deadline = time.monotonic() + mcp_settings.list_deadline_seconds
+        return {"completion": complete_argument(template, ctx.request, ctx.principal, wanted, deadline)}
+
+    def complete_prompt(self, wanted: CompletionRequest, ctx: CallContext) -> dict[str, Any]:
+        """A ``ref/prompt`` completion: this server has no prompts, so every prompt name is unknown (``-32602``).
+
+        A subclass that serves prompts overrides this and returns the ``completion`` object.
+        """
+        raise InvalidParams("Unknown prompt", data={"name": wanted.prompt})
 
 
 @functools.lru_cache(maxsize=8)

@@ -8,6 +8,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from mcp_resources import ModelResourceTemplate, register
+from mcp_resources.drf import from_viewset
+from testproject.library.api import BookmarkViewSet
 from testproject.library.models import Document, Note
 
 
@@ -49,3 +51,19 @@ class NoteResource(ModelResourceTemplate):
 
     def get_contents(self, request: HttpRequest, obj: Any) -> Any:
         return f"# {obj.title}\n\n{obj.text}\n"
+
+
+# The REST API's bookmarks viewset, as MCP resources: its queryset, serializer (JSON contents), slug lookup and
+# permissions (IsAuthenticated, TokenHasScope with documents:read). Listed in slug order, which the
+# (owner, slug COLLATE "C") index serves, as it serves the completion of {slug}.
+BookmarkResource = register(
+    from_viewset(
+        BookmarkViewSet,
+        name="bookmarks",
+        uri_template="learn://bookmarks/{slug}",
+        title="Bookmarks",
+        description="The signed-in user's bookmarks, as the REST API at /api/bookmarks/ serves them.",
+        ordering=("slug",),
+        name_field="title",
+    )
+)

@@ -96,3 +96,24 @@ class Ticket(models.Model):
 
     def __str__(self) -> str:
         return self.title
+
+
+class Bookmark(models.Model):
+    """A third kind of record, served both by a REST framework viewset (``/api/bookmarks/``) and as MCP resources
+    (``learn://bookmarks/{slug}``, declared from that viewset).
+
+    Listed and completed by slug, in byte order: on PostgreSQL one index on ``(owner_id, slug COLLATE "C")`` serves
+    both the keyset pages and the completion of ``{slug}`` (created by migration 0005: SQLite has no ``"C"``
+    collation, its ``BINARY`` default already compares bytes).
+    """
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="bookmarks", db_index=False
+    )
+    slug = models.SlugField(max_length=100, unique=True)
+    title = models.CharField(max_length=200)
+    url = models.URLField()
+    created = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return self.title

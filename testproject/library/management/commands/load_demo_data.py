@@ -1,4 +1,5 @@
-"""``manage.py load_demo_data``: users alice and bob with their documents, and a few static resources."""
+"""``manage.py load_demo_data``: users alice and bob with their documents, notes and bookmarks, and a few static
+resources."""
 
 from __future__ import annotations
 
@@ -11,7 +12,18 @@ from django.db import transaction
 from django.utils import timezone
 
 from mcp_resources.models import StaticResource
-from testproject.library.models import Document, Note
+from testproject.library.models import Bookmark, Document, Note
+
+BOOKMARK_TOPICS = (
+    "django",
+    "django-oauth-toolkit",
+    "django-rest-framework",
+    "channels",
+    "model-context-protocol",
+    "postgresql",
+    "python",
+    "redis",
+)
 
 # A 1x1 transparent PNG.
 PNG = bytes.fromhex(
@@ -21,12 +33,13 @@ PNG = bytes.fromhex(
 
 
 class Command(BaseCommand):
-    help = "Create the demo users (alice, bob), their documents and the demo static resources."
+    help = "Create the demo users (alice, bob), their documents, notes and bookmarks, and the demo static resources."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--alice", type=int, default=120, help="Documents for alice.")
         parser.add_argument("--bob", type=int, default=60, help="Documents for bob.")
         parser.add_argument("--notes", type=int, default=10, help="Notes for each user.")
+        parser.add_argument("--bookmarks", type=int, default=len(BOOKMARK_TOPICS), help="Bookmarks for each user.")
 
     @transaction.atomic
     def handle(self, *args: Any, **options: Any) -> None:
@@ -52,6 +65,8 @@ class Command(BaseCommand):
                     Note(owner=user, title=f"Note {i + 1:02d}", text=f"A note of {username}.")
                     for i in range(options["notes"])
                 )
+            if not Bookmark.objects.filter(owner=user).exists():
+                Bookmark.objects.bulk_create(bookmark(user, i) for i in range(options["bookmarks"]))
         StaticResource.objects.update_or_create(
             uri="learn://about",
             defaults={
@@ -66,3 +81,15 @@ class Command(BaseCommand):
             defaults={"name": "logo.png", "title": "Logo", "mime_type": "image/png", "binary": PNG, "text": ""},
         )
         self.stdout.write(self.style.SUCCESS("Demo data loaded: users alice and bob (passwords = usernames)."))
+
+
+def bookmark(user: Any, index: int) -> Bookmark:
+    """The ``index``-th demo bookmark of ``user``: slugs are unique, so each starts with the user's name."""
+    topic = BOOKMARK_TOPICS[index % len(BOOKMARK_TOPICS)]
+    suffix = f"-{index // len(BOOKMARK_TOPICS) + 1}" if index >= len(BOOKMARK_TOPICS) else ""
+    return Bookmark(
+        owner=user,
+        slug=f"{user.username}-{topic}{suffix}",
+        title=f"{topic.replace('-', ' ').title()}{suffix}",
+        url=f"https://example.com/{topic}",
+    )
