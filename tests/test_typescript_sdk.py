@@ -61,11 +61,13 @@ def test_every_page_templates_text_and_binary_reads(demo_server: live.Server) ->
         assert session["sessionId"]
         listing = client.call("list_all")
         uris = [resource["uri"] for resource in listing["resources"]]
-        # The static resources (the demo's two, the conformance fixtures' three), 120 documents, 10 notes.
-        assert listing["pages"] == [50, 50, 35]
+        # The static resources (the demo's two, the conformance fixtures' three), 120 documents, 10 notes and
+        # 8 bookmarks.
+        assert listing["pages"] == [50, 50, 43]
         assert uris[:2] == ["learn://about", "learn://logo.png"]
         assert uris[5:125] == [f"learn://documents/{pk}" for pk in alice]
-        assert all(uri.startswith("learn://notes/") for uri in uris[125:])
+        assert all(uri.startswith("learn://notes/") for uri in uris[125:135])
+        assert all(uri.startswith("learn://bookmarks/") for uri in uris[135:])
         assert len(set(uris)) == len(uris)
 
         templates = client.call("templates")["resourceTemplates"]
