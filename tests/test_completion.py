@@ -34,7 +34,7 @@ from mcp_resources.resources import Completion, ModelResourceTemplate
 from mcp_resources.server import CallContext, MCPServer
 from mcp_resources.test import MCPClient
 from testproject.library.models import Bookmark, Note
-from tests.listing_support import SCOPE, GenericSource, context, rpc_error, server_for
+from tests.listing_support import SCOPE, GenericSource, TicketSource, context, rpc_error, server_for
 
 pytestmark = pytest.mark.django_db
 
@@ -493,3 +493,42 @@ def test_completion_is_an_index_range_on_postgresql(alice, bob):
     assert "< 'alice-013'" in index_condition, plan
     assert "Seq Scan" not in plan, plan
     assert "Sort" not in plan, plan
+
+
+# Membership paths ------------------------------------------------------------------------------------------------
+
+
+class TicketTitles(TicketSource):
+    """Tickets addressed by title, scoped through ``project__members`` (a many-to-many)."""
+
+    name = "ticket-titles"
+    uri_template = "learn://ticket-titles/{title}"
+
+
+class TeamTicketTitles(TicketTitles):
+    """The same through a forward and a reverse foreign key (``project__team__memberships__user``)."""
+
+    name = "team-ticket-titles"
+    uri_template = "learn://team-ticket-titles/{title}"
+    owner_field = "project__team__memberships__user"
+
+
+@pytest.mark.parametrize("template", [TicketTitles, TeamTicketTitles], ids=["members", "team-memberships"])
+def test_membership_paths_complete_the_members_values_compiled_and_through_the_queryset(template, monkeypatch):
+    from django.contrib.auth import get_user_model
+
+    from tests.test_ownership import make_projects
+
+    users = [get_user_model().objects.create_user(name) for name in ("alice", "bob", "carol")]
+    make_projects(*users)
+    server = server_for(template)
+    uri = template.uri_template
+    visible = {user.username: {t.title for t in template().get_queryset(context(user).request)} for user in users}
+    assert visible["alice"] != visible["bob"]
+    assert declared_completion(server.registry.get_template(template.name)) is not None
+    compiled = {user.username: complete(server, context(user), "title", "", uri=uri)["values"] for user in users}
+    monkeypatch.setattr(completion, "declared_completion", lambda template: None)
+    plain = {user.username: complete(server, context(user), "title", "", uri=uri)["values"] for user in users}
+    assert compiled == plain
+    for name, values in compiled.items():
+        assert values == byte_sorted(visible[name])  # each title once, however many memberships lead to it
