@@ -17,6 +17,8 @@ _EXPORTS = {
     "ModelResourceTemplate": "mcp_resources.resources",
     "RegisteredResource": "mcp_resources.resources",
     "InventoryPage": "mcp_resources.resources",
+    "ResourceRepository": "mcp_resources.resources",
+    "RepositoryPage": "mcp_resources.resources",
     "PUBLIC": "mcp_resources.access",
     "PROTECTED": "mcp_resources.access",
     # Registering them
@@ -32,6 +34,7 @@ _EXPORTS = {
     "MCPError": "mcp_resources.exceptions",
     "ResourceNotFound": "mcp_resources.exceptions",
     "ResourceError": "mcp_resources.exceptions",
+    "PageTokenRejected": "mcp_resources.exceptions",
     "InvalidParams": "mcp_resources.exceptions",
     "InternalError": "mcp_resources.exceptions",
     "AuthenticationRequired": "mcp_resources.exceptions",
@@ -62,13 +65,21 @@ if TYPE_CHECKING:
         InvalidParams,
         MCPError,
         NotRegistered,
+        PageTokenRejected,
         RegistryFrozen,
         ResourceError,
         ResourceNotFound,
     )
     from mcp_resources.principal import Principal
     from mcp_resources.registries import ResourceRegistry, register, register_resource, registry, site
-    from mcp_resources.resources import InventoryPage, ModelResourceTemplate, RegisteredResource, ResourceTemplate
+    from mcp_resources.resources import (
+        InventoryPage,
+        ModelResourceTemplate,
+        RegisteredResource,
+        RepositoryPage,
+        ResourceRepository,
+        ResourceTemplate,
+    )
     from mcp_resources.server.context import CallContext
     from mcp_resources.server.core import MCPServer, Method
     from mcp_resources.subscriptions.broker import notify_resource_list_changed, notify_resource_updated

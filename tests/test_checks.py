@@ -790,3 +790,38 @@ def test_static_resources_can_be_registered_after_freeze():
     unregister = registry.register_resource("app://live", "live", lambda: "x")
     assert registry.get_resource("app://live") is not None
     unregister()
+
+
+# mcp_resources.E033 / E034: the metadata fields of a model template ----------------------------------------------
+
+
+@pytest.mark.parametrize("field", ["title", "nothing", "owner", "owner__username"])
+def test_e033_modified_field_is_not_a_date_or_datetime_field(field):
+    registry = ResourceRegistry()
+    registry.register(type("Dated", (ValidDocuments,), {"modified_field": field}))
+    messages = check_templates(registry)
+    assert ids(messages) == ["mcp_resources.E033"]
+    assert f"modified_field {field!r}" in messages[0].msg
+
+
+@pytest.mark.parametrize("field", ["created", "deleted_at", "owner__last_login", "owner__date_joined"])
+def test_e033_accepts_dates_and_datetimes_through_forward_relations(field):
+    registry = ResourceRegistry()
+    registry.register(type("Dated", (ValidDocuments,), {"modified_field": field}))
+    assert check_templates(registry) == []
+
+
+@pytest.mark.parametrize("field", ["title", "created", "nothing", "owner__username"])
+def test_e034_size_field_is_not_an_integer_field(field):
+    registry = ResourceRegistry()
+    registry.register(type("Sized", (ValidDocuments,), {"size_field": field}))
+    messages = check_templates(registry)
+    assert ids(messages) == ["mcp_resources.E034"]
+    assert f"size_field {field!r}" in messages[0].msg
+
+
+@pytest.mark.parametrize("field", ["id", "owner__id"])
+def test_e034_accepts_integer_fields(field):
+    registry = ResourceRegistry()
+    registry.register(type("Sized", (ValidDocuments,), {"size_field": field}))
+    assert check_templates(registry) == []

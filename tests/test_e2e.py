@@ -27,6 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import BlobResourceContents, TextResourceContents
 
 from tests import live
+from tests.listing_support import handbook_uris
 
 pytestmark = pytest.mark.e2e
 
@@ -151,7 +152,9 @@ def test_list_every_page(server: live.Server, demo: Demo, mode: str) -> None:
     # Documents are listed in their keyset order (created, id), which is creation order in the demo data.
     assert [uri for uri in uris if uri.startswith("learn://documents/")] == alice_docs
     assert {uri for uri in uris if uri.startswith("learn://notes/")} == alice_notes
-    assert len(uris) == len(statics) + len(alice_docs) + len(alice_notes)
+    # The handbook (a repository paged by its own opaque token) comes last, in the pager's order.
+    assert uris[-len(handbook_uris()) :] == handbook_uris()
+    assert len(uris) == len(statics) + len(alice_docs) + len(alice_notes) + len(handbook_uris())
     bob_uris = {doc_uri(pk) for pk in demo.documents["bob"]} | {f"learn://notes/{pk}" for pk in demo.notes["bob"]}
     assert not bob_uris & set(uris)
     assert pages >= 3
