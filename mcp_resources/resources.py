@@ -113,9 +113,12 @@ class ResourceTemplate:
         ``parse_uri`` override returns something other than a mapping). A ``parse_uri`` override that returns
         another kind of value overrides this too.
         """
-        variables = self.compiled.variables
-        if isinstance(parsed, Mapping) and set(variables) <= set(parsed):
-            return self.compiled.expand(parsed)
+        compiled = self.compiled
+        variables = compiled.variables
+        if (type(parsed) is dict or isinstance(parsed, Mapping)) and (
+            variables[0] in parsed if len(variables) == 1 else all(name in parsed for name in variables)
+        ):
+            return compiled.expand(parsed)
         if len(variables) == 1 and not isinstance(parsed, Mapping):
             return self.compiled.expand({variables[0]: parsed})
         raise ImproperlyConfigured(

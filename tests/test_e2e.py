@@ -199,6 +199,34 @@ def test_read_text_and_binary(server: live.Server, mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_the_handbook_repository_and_its_cache_hint_reach_the_sdk(server: live.Server, mode: str) -> None:
+    """The demo's repository source through the official client: its pages (paged by the pager's own token inside
+    our cursor) and its reads, whose hint (public, 60 s) the client's cache honours in 2026-07-28: the second read
+    is served from the client's cache, no request sent. A 2025-11-25 session carries no hint: both reads are sent."""
+    reads: list[str] = []
+
+    async def count(response: httpx2.Response) -> None:
+        body = response.request.content
+        if body and json.loads(body).get("method") == "resources/read":
+            reads.append(json.loads(body)["params"]["uri"])
+
+    async def body(client: Client) -> tuple[Any, Any]:
+        first = await client.read_resource("handbook://pages/welcome")
+        second = await client.read_resource("handbook://pages/welcome")
+        return first, second
+
+    first, second = with_client(server, mode, body, on_response=count)
+    assert first.contents[0].text.startswith("# Welcome")
+    assert second.contents[0].text == first.contents[0].text
+    if mode == "legacy":
+        assert reads == ["handbook://pages/welcome"] * 2  # no hint on the wire: the SDK's default, not cached
+        assert (first.cache_scope, first.ttl_ms) == ("private", 0)
+    else:
+        assert (first.cache_scope, first.ttl_ms) == ("public", 60_000)
+        assert reads == ["handbook://pages/welcome"]
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_read_template_resource(server: live.Server, mode: str) -> None:
     async def body(client: Client) -> Any:
         return await client.read_resource("test://template/42/data", cache_mode="bypass")

@@ -340,7 +340,7 @@ def resource(slug: str, **extra: Any) -> dict[str, Any]:
         (("nope", None), "resources must be a sequence"),
         (([resource("a")], 12), "next_token must be None, a str or bytes"),
         (([resource("a")], "é" * 513), "next_token of 1026 bytes"),
-        (([resource("a"), resource("a")], None), "repeated in one batch"),
+        (([resource("a"), resource("a")], None), "repeated"),
         (([{"uri": "learn://contract/a"}], None), "name missing"),
         (([resource("a", name="n" * 513)], None), "name missing or over 512"),
         (([resource("a", _meta={})], None), "a resource must be a dict of"),

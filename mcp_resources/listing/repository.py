@@ -31,7 +31,7 @@ from mcp_resources.exceptions import (
 )
 from mcp_resources.listing.plan import NAME_MAX_LENGTH
 from mcp_resources.listing.sources import MIME_TYPE_MAX_LENGTH, Entry, Page, reads_back
-from mcp_resources.protocol.cursors import MAX_TOKEN_BYTES, TokenPosition, fingerprint, token_bytes
+from mcp_resources.protocol.cursors import MAX_TOKEN_BYTES, TokenPosition, token_bytes, uri_digest
 from mcp_resources.protocol.uris import MAX_URI_LENGTH
 from mcp_resources.resources import RepositoryPage, ResourceRepository
 
@@ -56,33 +56,60 @@ class RepositorySource:
     ) -> Page:
         position = _position(after)
         token = position.token
-        batch, next_token = self._batch(request, token, limit, prefix, deadline)
-        start = _resume_at(batch, position)
-        kept = [(index, resource) for index, resource in enumerate(batch) if index >= start]
-        kept = [(index, resource) for index, resource in kept if resource["uri"].startswith(prefix)]
-        more_in_batch = len(kept) > limit
-        included = kept[:limit]
+        resources, next_token = self._batch(request, token, limit, prefix, deadline)
+        template, resolve = self.template, self.template.resolve_uri
         entries: list[Entry] = []
-        for number, (index, resource) in enumerate(included):
-            uri = resource["uri"]
+        more_in_batch = False
+        # One pass from where the page resumes: each resource checked, dropped outside the prefix, keyed by the
+        # position after it; one past the room says whether the batch holds more.
+        for index in range(_resume_at(resources, position), len(resources)):
+            resource = resources[index]
+            entry = None
+            if type(resource) is dict and 2 <= len(resource) <= 3:
+                # The usual resource (uri, name and maybe mimeType, strings within their limits, the URI in its one
+                # spelling), checked inline; anything else, and whatever breaks the contract, by check_resource().
+                uri, title, mime = resource.get("uri"), resource.get("name"), resource.get("mimeType", _ABSENT)
+                if (
+                    type(uri) is str
+                    and type(title) is str
+                    and 0 < len(uri) <= MAX_URI_LENGTH
+                    and 0 < len(title) <= NAME_MAX_LENGTH
+                    and (
+                        mime is _ABSENT
+                        if len(resource) == 2
+                        else type(mime) is str and len(mime) <= MIME_TYPE_MAX_LENGTH
+                    )
+                    and _resolves(resolve, uri)
+                ):
+                    entry = (
+                        {"uri": uri, "name": title}
+                        if mime is _ABSENT
+                        else {"uri": uri, "name": title, "mimeType": mime}
+                    )
+            if entry is None:
+                entry = check_resource(template, resource)
+            uri = entry["uri"]
+            if prefix and not uri.startswith(prefix):
+                continue
+            if len(entries) == limit:
+                more_in_batch = True
+                break
             if uri in seen:
-                raise SourceContractError(f"{self.name}: uri {uri[:200]!r} repeated in one page")
+                raise SourceContractError(f"{self.name}: uri {uri[:200]!r} repeated")
             seen.add(uri)
-            last_of_batch = number == len(included) - 1 and not more_in_batch
-            if last_of_batch and next_token is not None:
-                key = TokenPosition(next_token)
-            else:
-                key = TokenPosition(token, index + 1, fingerprint(uri))
-            entries.append((key, resource))
-        has_more = more_in_batch or next_token is not None
-        if not entries and next_token is not None:
-            return [(TokenPosition(next_token), {})], True  # nothing listable in this batch: continue with the next
-        return entries, has_more
+            entries.append((TokenPosition(token, index + 1, "", uri), entry))
+        if next_token is not None:
+            if not entries:
+                return [(TokenPosition(next_token), {})], True  # nothing listable in this batch: the next one
+            if not more_in_batch:
+                entries[-1] = (TokenPosition(next_token), entries[-1][1])  # after the batch's last: the next batch
+        return entries, more_in_batch or next_token is not None
 
     def _batch(
         self, request: HttpRequest, token: str | bytes | None, limit: int, prefix: str, deadline: float
-    ) -> tuple[list[dict[str, Any]], str | bytes | None]:
-        """The pager's batch for ``token``, checked, and its next token (``None`` after the last batch)."""
+    ) -> tuple[Sequence[Any], str | bytes | None]:
+        """The pager's batch for ``token`` and its next token (``None`` after the last batch), both checked for their
+        shape; each resource is checked as the page reaches it."""
         name = self.name
         try:
             raw = self.template.list_page(request, token=token, limit=limit, prefix=prefix, deadline=deadline)
@@ -96,7 +123,7 @@ class RepositorySource:
         except Exception as exc:
             logger.error("resources/list: the pager of %s failed: %r", name, exc, exc_info=True)
             raise InternalError() from exc
-        return check_batch(self.template, raw, token)
+        return check_batch(self.name, raw, token)
 
 
 def _position(after: Any) -> TokenPosition:
@@ -108,26 +135,28 @@ def _position(after: Any) -> TokenPosition:
     return TokenPosition.from_json(after)
 
 
-def _resume_at(batch: Sequence[dict[str, Any]], position: TokenPosition) -> int:
+def _resume_at(batch: Sequence[Any], position: TokenPosition) -> int:
     """Where to resume in ``batch``: after the ``listed`` entries, or after the entry with the last URI listed when
     the batch has shifted since (entries inserted or removed before it)."""
-    listed = position.listed
+    listed, last = position.listed, position.digest
     if listed == 0:
         return 0
-    if position.last:
-        if listed <= len(batch) and fingerprint(batch[listed - 1]["uri"]) == position.last:
+    if last:
+        if listed <= len(batch) and _digest_of(batch[listed - 1]) == last:
             return listed
         for index, resource in enumerate(batch):
-            if fingerprint(resource["uri"]) == position.last:
+            if _digest_of(resource) == last:
                 return index + 1
     return min(listed, len(batch))
 
 
-def check_batch(
-    template: ResourceRepository, raw: Any, token: str | bytes | None
-) -> tuple[list[dict[str, Any]], str | bytes | None]:
-    """What ``list_page`` returned, checked against the contract; raises :class:`SourceContractError`."""
-    name = template.name
+def _digest_of(resource: Any) -> str | None:
+    uri = resource.get("uri") if type(resource) is dict else None
+    return uri_digest(uri) if type(uri) is str else None
+
+
+def check_batch(name: str, raw: Any, token: str | bytes | None) -> tuple[Sequence[Any], str | bytes | None]:
+    """The shape of what ``list_page`` returned and its next token; raises :class:`SourceContractError`."""
     if isinstance(raw, RepositoryPage):
         resources, next_token = raw.resources, raw.next_token
     elif isinstance(raw, tuple) and len(raw) == 2:
@@ -146,32 +175,36 @@ def check_batch(
             raise SourceContractError(f"{name}: next_token of {size} bytes (at most {MAX_TOKEN_BYTES})")
         if next_token == token:
             raise SourceContractError(f"{name}: next_token is the token it was given: the listing would never end")
-    uris: set[str] = set()
-    checked = []
-    for resource in resources:
-        entry = check_resource(template, resource)
-        if entry["uri"] in uris:
-            raise SourceContractError(f"{name}: uri {entry['uri'][:200]!r} repeated in one batch")
-        uris.add(entry["uri"])
-        checked.append(entry)
-    return checked, next_token
+    return resources, next_token
+
+
+def _resolves(resolve: Any, uri: str) -> bool:
+    """Whether ``resolve(uri)`` (the template's ``resolve_uri``) accepts ``uri``: what :func:`reads_back` says."""
+    try:
+        return resolve(uri) is not None
+    except Exception:
+        return False
+
+
+_TEXT_FIELDS = (("title", NAME_MAX_LENGTH), ("description", None), ("mimeType", MIME_TYPE_MAX_LENGTH))
+_ABSENT: Any = object()
 
 
 def check_resource(template: ResourceRepository, resource: Any) -> dict[str, Any]:
     """One resource of a batch, checked (``annotations.lastModified`` given as a datetime becomes ISO 8601 text)."""
     name = template.name
-    if not isinstance(resource, dict) or set(resource) - REPOSITORY_FIELDS:
+    if type(resource) is not dict or not resource.keys() <= REPOSITORY_FIELDS:
         raise SourceContractError(f"{name}: a resource must be a dict of {', '.join(sorted(REPOSITORY_FIELDS))}")
     uri, title = resource.get("uri"), resource.get("name")
-    if not isinstance(uri, str) or not uri or len(uri) > MAX_URI_LENGTH:
+    if type(uri) is not str or not uri or len(uri) > MAX_URI_LENGTH:
         raise SourceContractError(f"{name}: uri missing or over {MAX_URI_LENGTH} characters")
     if not reads_back(template, uri):
         raise SourceContractError(
             f"{name}: uri {uri[:200]!r} is not a URI of {template.uri_template} in the one spelling it reads"
         )
-    if not isinstance(title, str) or not title or len(title) > NAME_MAX_LENGTH:
+    if type(title) is not str or not title or len(title) > NAME_MAX_LENGTH:
         raise SourceContractError(f"{name}: name missing or over {NAME_MAX_LENGTH} characters")
-    for text, most in (("title", NAME_MAX_LENGTH), ("description", None), ("mimeType", MIME_TYPE_MAX_LENGTH)):
+    for text, most in _TEXT_FIELDS:
         value = resource.get(text)
         if value is not None and (not isinstance(value, str) or (most is not None and len(value) > most)):
             limit = f" of at most {most} characters" if most else ""

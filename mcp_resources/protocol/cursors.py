@@ -194,25 +194,47 @@ def read_cursor(
     return payload.get("pos"), float(started)
 
 
-@dataclass(frozen=True)
 class TokenPosition:
     """A place in a source that pages with its own opaque token: the batch the pager answers for ``token`` (``None``:
     its first batch), of which the first ``listed`` entries were listed already, the last of them having the URI
-    whose :func:`fingerprint` is ``last`` (so that a batch that shifted since can be resumed after that entry).
+    whose :func:`uri_digest` is ``last`` (so that a batch that shifted since can be resumed after that entry).
 
-    ``token`` is any ``str`` or ``bytes`` of at most :data:`MAX_TOKEN_BYTES`, and comes back with its type.
+    ``token`` is any ``str`` or ``bytes`` of at most :data:`MAX_TOKEN_BYTES`, and comes back with its type. A
+    position made while listing may carry the URI itself (``last_uri``) instead of its digest: the digest is taken
+    only for the position a cursor seals (a page lists up to 100 entries and seals one position).
     """
 
-    token: str | bytes | None
-    listed: int = 0
-    last: str = ""
+    __slots__ = ("last", "last_uri", "listed", "token")
+
+    def __init__(self, token: str | bytes | None, listed: int = 0, last: str = "", last_uri: str | None = None) -> None:
+        # A plain class, not a dataclass: a page makes one for each listed entry, and this costs a third as much.
+        self.token = token
+        self.listed = listed
+        self.last = last
+        self.last_uri = last_uri
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TokenPosition):
+            return NotImplemented
+        return (self.token, self.listed, self.digest) == (other.token, other.listed, other.digest)
+
+    def __hash__(self) -> int:
+        return hash((self.token, self.listed, self.digest))
+
+    def __repr__(self) -> str:
+        return f"TokenPosition({self.token!r}, listed={self.listed}, last={self.digest!r})"
+
+    @property
+    def digest(self) -> str:
+        """The digest of the last listed URI (``""`` at the start of a batch)."""
+        return uri_digest(self.last_uri) if self.last_uri is not None else self.last
 
     def to_json(self) -> dict[str, Any]:
         """The position as a cursor holds it: the token (bytes as URL-safe base64), its type, the count, the digest."""
         token = self.token
         if isinstance(token, bytes):
-            return {"tb": base64.urlsafe_b64encode(token).decode("ascii"), "n": self.listed, "u": self.last}
-        return {"ts": token, "n": self.listed, "u": self.last}
+            return {"tb": base64.urlsafe_b64encode(token).decode("ascii"), "n": self.listed, "u": self.digest}
+        return {"ts": token, "n": self.listed, "u": self.digest}
 
     @classmethod
     def from_json(cls, raw: Any) -> TokenPosition:
@@ -237,6 +259,12 @@ class TokenPosition:
         if token is not None and token_bytes(token) > MAX_TOKEN_BYTES:
             raise BadPosition("token too long")
         return cls(token, listed, last)
+
+
+def uri_digest(uri: str) -> str:
+    """A short digest of a listed URI, for a :class:`TokenPosition` (not memoized: URIs do not recur like bindings)."""
+    digest = hashlib.sha256(uri.encode("utf-8", "surrogatepass")).digest()[:12]
+    return base64.urlsafe_b64encode(digest).decode("ascii")
 
 
 def token_bytes(token: str | bytes) -> int:
