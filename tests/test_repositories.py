@@ -656,3 +656,41 @@ def test_users_never_see_or_page_into_each_others_shelves(alice, bob, shelf_a, s
         for name in ("alice", "bob"):
             world.walk(name, 2)
         transaction.set_rollback(True)
+
+
+# The traversal's give-back ---------------------------------------------------------------------------------------
+
+
+def test_a_page_given_back_for_its_cursor_resumes_at_the_resource_given_back(rf):
+    """Sources ``a`` (two entries), ``b`` (empty) and ``c`` (one entry) fill a page of three, ``d`` holds more; the
+    cursor does not fit until two resources are given back, so the next position is before ``a``'s second entry (an
+    empty source's batch once recorded a start of its own there, and the page resumed at ``b``, skipping it)."""
+    import time
+
+    from mcp_resources.listing.traversal import Traversal
+
+    class Fixed:
+        def __init__(self, name: str, keys: list[str]) -> None:
+            self.name, self.keys = name, keys
+
+        def page(self, request: Any, *, after: Any, limit: int, prefix: str, deadline: float, seen: set[str]) -> Any:
+            rest = [k for k in self.keys if after is None or k > after]
+            return [(k, {"uri": f"x://{self.name}/{k}", "name": k}) for k in rest[:limit]], len(rest) > limit
+
+    sources = [Fixed("a", ["1", "2"]), Fixed("b", []), Fixed("c", ["1"]), Fixed("d", ["1"])]
+    sizes = iter([10_000, 10_000, 0])  # the cursor fits once two resources are given back
+    traversal = Traversal(
+        rf.post("/mcp"),
+        sources=sources,
+        all_names=["a", "b", "c", "d"],
+        prefix="",
+        limit=3,
+        max_bytes=10_000,
+        base_bytes=0,
+        deadline=time.monotonic() + 10,
+        cursor_size=lambda position: next(sizes),
+    )
+    page = traversal.page(None)
+    assert [r["uri"] for r in page.resources] == ["x://a/1"]
+    assert page.next_position == ["a", "1"]
+    assert page.phases == ["a"]
