@@ -20,7 +20,7 @@ from mcp_resources.listing.sources import MIME_TYPE_MAX_LENGTH
 from mcp_resources.ownership import owner_path
 from mcp_resources.protocol.uris import templates_overlap
 from mcp_resources.registries import ResourceRegistry, registry, uri_template_error
-from mcp_resources.resources import ModelResourceTemplate, ResourceTemplate
+from mcp_resources.resources import ModelResourceTemplate, ResourceRepository, ResourceTemplate
 
 NAME_MAX_LENGTH = 128
 
@@ -87,7 +87,9 @@ def check_templates(registry: ResourceRegistry) -> list[checks.CheckMessage]:
         ):
             errors.append(
                 _error(
-                    f"{type(template).__name__} implements list() but is not protected and discoverable.",
+                    f"{type(template).__name__} implements "
+                    f"{'list_page()' if isinstance(template, ResourceRepository) else 'list()'} but is not protected "
+                    "and discoverable.",
                     template,
                     "E013",
                     "Only a protected, discoverable template may list a caller's resources.",

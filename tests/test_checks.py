@@ -825,3 +825,35 @@ def test_e034_accepts_integer_fields(field):
     registry = ResourceRegistry()
     registry.register(type("Sized", (ValidDocuments,), {"size_field": field}))
     assert check_templates(registry) == []
+
+
+def test_e013_a_repository_must_be_protected_and_discoverable():
+    from mcp_resources.resources import ResourceRepository
+
+    registry = ResourceRegistry()
+
+    @registry.register
+    class PublicShelf(ResourceRepository):
+        name = "public-shelf"
+        uri_template = "shelf://public/{id}"
+        access = "public"
+
+        def read(self, request, uri, variables):
+            return ""
+
+        def list_page(self, request, *, token, limit, prefix, deadline):
+            return [], None
+
+    @registry.register
+    class UnlistedShelf(ResourceRepository):  # no list_page(): not a listing source, nothing to refuse
+        name = "unlisted-shelf"
+        uri_template = "shelf://unlisted/{id}"
+        access = "public"
+
+        def read(self, request, uri, variables):
+            return ""
+
+    messages = check_templates(registry)
+    assert ids(messages) == ["mcp_resources.E013"]
+    assert messages[0].obj is PublicShelf
+    assert "implements list_page()" in messages[0].msg

@@ -20,6 +20,7 @@ import pytest
 
 from testproject.library.management.commands.load_demo_data import PNG
 from tests import live
+from tests.listing_support import handbook_uris
 from tests.test_oauth_e2e import REDIRECT_URI, ScriptedUser
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "ts"))
@@ -61,11 +62,13 @@ def test_every_page_templates_text_and_binary_reads(demo_server: live.Server) ->
         assert session["sessionId"]
         listing = client.call("list_all")
         uris = [resource["uri"] for resource in listing["resources"]]
-        # The static resources (the demo's two, the conformance fixtures' three), 120 documents, 10 notes.
-        assert listing["pages"] == [50, 50, 35]
+        # The static resources (the demo's two, the conformance fixtures' three), 120 documents, 10 notes, and the
+        # handbook (a repository paged by its own token).
+        assert listing["pages"] == [50, 50, 35 + len(handbook_uris())]
         assert uris[:2] == ["learn://about", "learn://logo.png"]
         assert uris[5:125] == [f"learn://documents/{pk}" for pk in alice]
-        assert all(uri.startswith("learn://notes/") for uri in uris[125:])
+        assert all(uri.startswith("learn://notes/") for uri in uris[125:135])
+        assert uris[135:] == handbook_uris()
         assert len(set(uris)) == len(uris)
 
         templates = client.call("templates")["resourceTemplates"]
