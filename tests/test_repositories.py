@@ -175,11 +175,12 @@ def test_empty_batches_with_a_token_are_passed_through(settings, alice):
 # The token inside the cursor --------------------------------------------------------------------------------------
 
 
-def test_the_token_travels_sealed_and_bound_to_the_caller(settings, alice, bob):
+@pytest.mark.parametrize("version", ERAS)
+def test_the_token_travels_sealed_and_bound_to_the_caller(settings, alice, bob, version):
     configure(settings, PAGE_SIZE=2)
     pager = ScrollPager({str(alice.pk): items(6), str(bob.pk): items(6, "b")}, str_tokens=True)
     server = server_for(shelf(pager))
-    page = list_page(server, context(alice))
+    page = list_page(server, context(alice, version=version))
     cursor = page["nextCursor"]
     (token,) = pager.tokens
     # Sealed: neither the token nor its base64 is in the cursor, encoded or decoded.
@@ -187,16 +188,20 @@ def test_the_token_travels_sealed_and_bound_to_the_caller(settings, alice, bob):
     assert token not in cursor
     assert token.encode() not in raw
     # Another user's cursor, a tampered one, another prefix, and the other method's: the one generic error.
-    assert_invalid_cursor(lambda: list_page(server, context(bob), cursor=cursor))
+    assert_invalid_cursor(lambda: list_page(server, context(bob, version=version), cursor=cursor))
     tampered = cursor[:-3] + ("A" if cursor[-3] != "A" else "B") + cursor[-2:]
-    assert_invalid_cursor(lambda: list_page(server, context(alice), cursor=tampered))
-    assert_invalid_cursor(lambda: list_page(server, context(alice), cursor=cursor, prefix="learn://"))
-    assert_invalid_cursor(lambda: server.call("resources/templates/list", {"cursor": cursor}, context(alice)))
+    assert_invalid_cursor(lambda: list_page(server, context(alice, version=version), cursor=tampered))
+    assert_invalid_cursor(lambda: list_page(server, context(alice, version=version), cursor=cursor, prefix="learn://"))
+    assert_invalid_cursor(
+        lambda: server.call("resources/templates/list", {"cursor": cursor}, context(alice, version=version))
+    )
     # Other scopes (a refreshed token) cannot continue either.
-    assert_invalid_cursor(lambda: list_page(server, context(alice, scopes=("documents:read", "x")), cursor=cursor))
+    assert_invalid_cursor(
+        lambda: list_page(server, context(alice, scopes=("documents:read", "x"), version=version), cursor=cursor)
+    )
     # A replay returns the live page at that position again; the pager never saw bob's or the tampered requests.
-    again = list_page(server, context(alice), cursor=cursor)
-    assert uris([again]) == uris([list_page(server, context(alice), cursor=cursor)])
+    again = list_page(server, context(alice, version=version), cursor=cursor)
+    assert uris([again]) == uris([list_page(server, context(alice, version=version), cursor=cursor)])
     assert uris([again]) == [shelf_uri(slug) for slug, _ in items(6)[2:4]]
     assert str(bob.pk) not in {owner for owner, _, _ in pager.calls}
 
@@ -255,7 +260,8 @@ def test_an_upstream_failure_is_a_generic_error_with_the_detail_in_the_log(setti
 # Prefix and bounds --------------------------------------------------------------------------------------------------
 
 
-def test_prefix_filters_repository_entries_and_binds_the_cursor(settings, alice):
+@pytest.mark.parametrize("version", ERAS)
+def test_prefix_filters_repository_entries_and_binds_the_cursor(settings, alice, version):
     configure(settings, PAGE_SIZE=2)
     rows = items(12)
     pager = ScrollPager({str(alice.pk): rows}, batch=4)
@@ -264,22 +270,23 @@ def test_prefix_filters_repository_entries_and_binds_the_cursor(settings, alice)
     prefix = "learn://shelf/"
     wanted = [shelf_uri(slug) for slug, _ in rows if shelf_uri(slug).startswith(prefix + "0")]
     assert 0 < len(wanted) < len(rows)
-    pages = walk(server, context(alice), prefix=prefix + "0")
+    pages = walk(server, context(alice, version=version), prefix=prefix + "0")
     assert uris(pages) == wanted
     # The pager is told the prefix, and a template that cannot hold it is not asked at all.
     assert pager.calls
     assert all(owner == str(alice.pk) for owner, _, _ in pager.calls)
     pager.calls.clear()
-    assert uris(walk(server, context(alice), prefix="learn://documents/")) == expected_documents(alice)
+    assert uris(walk(server, context(alice, version=version), prefix="learn://documents/")) == expected_documents(alice)
     assert pager.calls == []
 
 
-def test_the_byte_bound_cuts_inside_a_batch_and_the_next_page_resumes_there(settings, alice):
+@pytest.mark.parametrize("version", ERAS)
+def test_the_byte_bound_cuts_inside_a_batch_and_the_next_page_resumes_there(settings, alice, version):
     rows = [(f"s{i}", "n" * 300 + str(i)) for i in range(9)]
     pager = ScrollPager({str(alice.pk): rows}, batch=9)
     server = server_for(shelf(pager))
     configure(settings, PAGE_SIZE=50, MAX_RESPONSE_BYTES=2000)
-    pages = walk(server, context(alice))
+    pages = walk(server, context(alice, version=version))
     assert uris(pages) == [shelf_uri(slug) for slug, _ in rows]
     assert len(pages) > 2
     assert all(1 <= len(p["resources"]) < 9 for p in pages)
@@ -288,7 +295,7 @@ def test_the_byte_bound_cuts_inside_a_batch_and_the_next_page_resumes_there(sett
     assert all(len(json.dumps({"jsonrpc": "2.0", "id": 1, "result": p})) <= 2000 for p in pages)
     # One entry that cannot fit with its cursor: a generic error.
     configure(settings, MAX_RESPONSE_BYTES=600)
-    assert_generic_internal_error(lambda: list_page(server, context(alice)))
+    assert_generic_internal_error(lambda: list_page(server, context(alice, version=version)))
 
 
 def test_the_longest_token_fits_in_a_cursor_and_a_longer_one_is_refused(settings, alice, caplog):
