@@ -75,6 +75,12 @@ ITEMS: dict[str, dict[str, Any]] = {
         "quick": ["--rounds", "5", "--batch-seconds", "0.05"],
         "timeout": 900,
     },
+    "repository": {
+        "script": "bench_repository.py",
+        "full": ["--size", "10000", "--rounds", "9"],
+        "quick": ["--size", "2000", "--rounds", "5", "--batch-seconds", "0.03"],
+        "timeout": 900,
+    },
     "listeners": {
         "script": "bench_listeners.py",
         "full": ["--full"],
@@ -208,6 +214,15 @@ def summarize(results: dict[str, Any]) -> list[dict[str, Any]]:
             "completion/complete (100 values) / resources/list page of 100 at 50%, worst inventory (core)",
             completion["complete_over_page_worst"],
             completion["target"],
+            True,
+        )
+    repository = results.get("repository")
+    if repository:
+        add(
+            "9",
+            "repository page (an external pager's own token in our cursor) / model page of the same size, worst depth",
+            repository["worst"],
+            repository["target"],
             True,
         )
     listeners = results.get("listeners")
@@ -440,6 +455,25 @@ def markdown_results(latest: dict[str, Any]) -> str:
                     f"{p['ratio']:.2f}x",
                 ]
                 for p in members["points"]
+            ],
+        )
+    repository = results.get("repository")
+    if repository:
+        lines += [
+            "",
+            f"Item 9, medians (ms) through the core, {repository['size']:,} records, the same rows on both sides:",
+            "",
+        ]
+        lines += table(
+            ["depth", "repository page", "model page", "ratio"],
+            [
+                [
+                    f"{p['depth']:.0%}",
+                    f"{p['repository_s'] * 1e3:.2f}",
+                    f"{p['model_s'] * 1e3:.2f}",
+                    f"{p['ratio']:.2f}x",
+                ]
+                for p in repository["points"]
             ],
         )
     if results.get("http"):

@@ -18,6 +18,8 @@ _EXPORTS = {
     "RegisteredResource": "mcp_resources.resources",
     "InventoryPage": "mcp_resources.resources",
     "Completion": "mcp_resources.resources",
+    "ResourceRepository": "mcp_resources.resources",
+    "RepositoryPage": "mcp_resources.resources",
     "PUBLIC": "mcp_resources.access",
     "PROTECTED": "mcp_resources.access",
     # Registering them
@@ -33,6 +35,7 @@ _EXPORTS = {
     "MCPError": "mcp_resources.exceptions",
     "ResourceNotFound": "mcp_resources.exceptions",
     "ResourceError": "mcp_resources.exceptions",
+    "PageTokenRejected": "mcp_resources.exceptions",
     "InvalidParams": "mcp_resources.exceptions",
     "InternalError": "mcp_resources.exceptions",
     "AuthenticationRequired": "mcp_resources.exceptions",
@@ -63,6 +66,7 @@ if TYPE_CHECKING:
         InvalidParams,
         MCPError,
         NotRegistered,
+        PageTokenRejected,
         RegistryFrozen,
         ResourceError,
         ResourceNotFound,
@@ -74,6 +78,8 @@ if TYPE_CHECKING:
         InventoryPage,
         ModelResourceTemplate,
         RegisteredResource,
+        RepositoryPage,
+        ResourceRepository,
         ResourceTemplate,
     )
     from mcp_resources.server.context import CallContext

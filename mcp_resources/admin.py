@@ -61,12 +61,19 @@ class StaticResourceForm(forms.ModelForm):  # type: ignore[type-arg,unused-ignor
             "binary",
             "access",
             "required_scopes",
+            "audience",
+            "priority",
+            "icons",
         ]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         value = self.instance.binary
         self.initial["binary"] = base64.b64encode(bytes(value)).decode("ascii") if value else ""
+
+    def clean_icons(self) -> list[Any]:
+        """An empty field is no icons (not a JSON ``null``)."""
+        return self.cleaned_data.get("icons") or []
 
     def clean_binary(self) -> bytes | None:
         value = "".join(self.cleaned_data.get("binary", "").split())
@@ -84,11 +91,12 @@ class StaticResourceAdmin(admin.ModelAdmin):  # type: ignore[type-arg,unused-ign
     list_display = ["uri", "name", "mime_type", "access", "enabled", "updated"]
     list_filter = ["access", "enabled"]
     search_fields = ["uri", "name", "title"]
-    readonly_fields = ["created", "updated"]
+    readonly_fields = ["size", "created", "updated"]
     fieldsets = [
         (None, {"fields": ["uri", "name", "title", "description", "mime_type", "enabled"]}),
-        ("Content", {"fields": ["text", "binary"]}),
+        ("Content", {"fields": ["text", "binary", "size"]}),
         ("Access", {"fields": ["access", "required_scopes"]}),
+        ("For clients", {"fields": ["audience", "priority", "icons"]}),
         ("History", {"fields": ["created", "updated"]}),
     ]
     change_list_template = "mcp_resources/admin/staticresource_change_list.html"

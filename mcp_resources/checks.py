@@ -20,7 +20,7 @@ from mcp_resources.listing.sources import MIME_TYPE_MAX_LENGTH
 from mcp_resources.ownership import owner_path
 from mcp_resources.protocol.uris import templates_overlap
 from mcp_resources.registries import ResourceRegistry, registry, uri_template_error
-from mcp_resources.resources import ModelResourceTemplate, ResourceTemplate
+from mcp_resources.resources import ModelResourceTemplate, ResourceRepository, ResourceTemplate
 
 NAME_MAX_LENGTH = 128
 
@@ -87,7 +87,9 @@ def check_templates(registry: ResourceRegistry) -> list[checks.CheckMessage]:
         ):
             errors.append(
                 _error(
-                    f"{type(template).__name__} implements list() but is not protected and discoverable.",
+                    f"{type(template).__name__} implements "
+                    f"{'list_page()' if isinstance(template, ResourceRepository) else 'list()'} but is not protected "
+                    "and discoverable.",
                     template,
                     "E013",
                     "Only a protected, discoverable template may list a caller's resources.",
@@ -196,7 +198,57 @@ def check_model_template(template: ModelResourceTemplate) -> list[checks.CheckMe
                 "fails.",
             )
         )
+    errors.extend(check_metadata_fields(template))
     return errors
+
+
+def check_metadata_fields(template: ModelResourceTemplate) -> list[checks.CheckMessage]:
+    """E033 (``modified_field`` is not a date or datetime field), E034 (``size_field`` is not an integer field)."""
+    errors: list[checks.CheckMessage] = []
+    cls_name = type(template).__name__
+    assert template.model is not None
+    if template.modified_field is not None:
+        field = _field_at_path(template.model, template.modified_field)
+        if not isinstance(field, models.DateField):  # a DateTimeField is a DateField
+            errors.append(
+                _error(
+                    f"{cls_name}.modified_field {template.modified_field!r} is not a date or datetime field of "
+                    f"{template.model._meta.label}.",
+                    template,
+                    "E033",
+                    "Name the field holding when the record last changed, such as "
+                    "updated = models.DateTimeField(auto_now=True): it is listed as annotations.lastModified.",
+                )
+            )
+    if template.size_field is not None:
+        field = _field_at_path(template.model, template.size_field)
+        if not isinstance(field, models.IntegerField):  # the big, small and positive ones are IntegerFields too
+            errors.append(
+                _error(
+                    f"{cls_name}.size_field {template.size_field!r} is not an integer field of "
+                    f"{template.model._meta.label}.",
+                    template,
+                    "E034",
+                    "Name the integer field holding the content's size in bytes: it is listed as size.",
+                )
+            )
+    return errors
+
+
+def _field_at_path(model: type[models.Model], path: str) -> Any:
+    """The field that ``path`` (``a__b``, through forward relations) ends at, or ``None``."""
+    current: Any = model
+    names = path.split("__")
+    for index, name in enumerate(names):
+        field = _model_field(current, name)
+        if field is None:
+            return None
+        if index == len(names) - 1:
+            return field
+        if not (field.many_to_one or field.one_to_one) or field.related_model is None:
+            return None
+        current = field.related_model
+    return None
 
 
 def _identify_one_record(model: type[models.Model], lookups: list[str], owner_field: str | None) -> bool:

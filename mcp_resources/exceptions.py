@@ -219,6 +219,12 @@ class BadPosition(InvalidCursor):
     """A cursor's position does not fit the registered sources or their ordering any more."""
 
 
+class PageTokenRejected(InvalidCursor):
+    """Raise from a repository's ``list_page()`` when its pager refuses the continuation token it is given (expired,
+    or from a listing that changed since): the client is told its cursor is invalid, the same ``-32602 "Invalid
+    cursor"`` as for any other refused cursor, and lists again. ``reason`` goes to the log, never to the client."""
+
+
 # Streams -------------------------------------------------------------------------------------------------------
 
 

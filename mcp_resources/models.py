@@ -5,16 +5,32 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from mcp_resources import metadata
 from mcp_resources.access import PROTECTED, PUBLIC
+from mcp_resources.caching import CacheHint
 from mcp_resources.protocol.uris import MAX_URI_LENGTH, validate_uri
 
 
 def _validate_uri(value: str) -> None:
     try:
         validate_uri(value)
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from exc
+
+
+def _validate_audience(value: str) -> None:
+    unknown = set(value.split()) - set(metadata.ROLES)
+    if unknown:
+        raise ValidationError(_("The audience holds 'user' and 'assistant', separated by spaces."))
+
+
+def _validate_icons(value: Any) -> None:
+    try:
+        metadata.check_icons(value)
     except ValueError as exc:
         raise ValidationError(str(exc)) from exc
 
@@ -36,6 +52,30 @@ class StaticResource(models.Model):
         _("required scopes"), max_length=512, blank=True, help_text=_("Space-separated OAuth scopes.")
     )
     enabled = models.BooleanField(_("enabled"), default=True)
+    audience = models.CharField(
+        _("audience"),
+        max_length=32,
+        blank=True,
+        validators=[_validate_audience],
+        help_text=_("Who the resource is for: 'user', 'assistant' or both, separated by a space (annotations)."),
+    )
+    priority = models.FloatField(
+        _("priority"),
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text=_("How important the resource is, from 0 (optional) to 1 (effectively required) (annotations)."),
+    )
+    icons = models.JSONField(
+        _("icons"),
+        default=list,
+        blank=True,
+        validators=[_validate_icons],
+        help_text=_('A list of icons, such as [{"src": "https://example.com/icon.png", "mimeType": "image/png"}].'),
+    )
+    size = models.PositiveBigIntegerField(
+        _("size"), null=True, editable=False, help_text=_("Bytes of the content, computed when the row is saved.")
+    )
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
@@ -47,15 +87,43 @@ class StaticResource(models.Model):
     def __str__(self) -> str:
         return self.uri
 
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.size = self.content_size()
+        update_fields = kwargs.get("update_fields")
+        if update_fields is not None and ({"text", "binary"} & set(update_fields)):
+            kwargs["update_fields"] = {*update_fields, "size"}
+        super().save(*args, **kwargs)
+
     def clean(self) -> None:
         if self.access == PUBLIC and self.scopes:
             raise ValidationError({"required_scopes": _("A public resource cannot require scopes.")})
         if self.text and self.binary:
             raise ValidationError(_("Give either text or binary content, not both."))
 
+    def content_size(self) -> int:
+        """Bytes of what a read returns (before base64): the binary content, else the text in UTF-8."""
+        if self.binary is not None and len(self.binary):
+            return len(self.binary)
+        return len(self.text.encode("utf-8"))
+
     @property
     def scopes(self) -> tuple[str, ...]:
         return tuple(self.required_scopes.split())
+
+    def get_cache_hint(self) -> CacheHint | None:
+        """Rows declare no cache hint: their answers are not cached (``PUBLIC_CACHE_TTL_MS`` in listings)."""
+        return None
+
+    def get_annotations(self) -> dict[str, Any]:
+        """``annotations``: the audience and priority set in the admin, and ``lastModified`` from ``updated``."""
+        annotations: dict[str, Any] = {}
+        if self.audience.split():
+            annotations["audience"] = [role for role in metadata.ROLES if role in self.audience.split()]
+        if self.priority is not None:
+            annotations["priority"] = self.priority
+        if self.updated is not None:
+            annotations["lastModified"] = metadata.last_modified(self.updated)
+        return annotations
 
     def get_descriptor(self) -> dict[str, Any]:
         descriptor: dict[str, Any] = {"uri": self.uri, "name": self.name}
@@ -65,6 +133,13 @@ class StaticResource(models.Model):
             descriptor["description"] = self.description
         if self.mime_type:
             descriptor["mimeType"] = self.mime_type
+        if self.size is not None:
+            descriptor["size"] = self.size
+        annotations = self.get_annotations()
+        if annotations:
+            descriptor["annotations"] = annotations
+        if self.icons:
+            descriptor["icons"] = [dict(icon) for icon in self.icons]
         return descriptor
 
     def read(self, request: Any) -> Any:

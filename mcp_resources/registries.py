@@ -15,7 +15,9 @@ from typing import Any, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
 
+from mcp_resources import metadata
 from mcp_resources.access import ACCESS_POLICIES, PUBLIC
+from mcp_resources.caching import cache_hint
 from mcp_resources.exceptions import AlreadyRegistered, NotRegistered, RegistryFrozen, TemplateError
 from mcp_resources.protocol.uris import validate_uri
 from mcp_resources.resources import RegisteredResource, ResourceTemplate
@@ -120,13 +122,25 @@ class ResourceRegistry:
         required_scopes: tuple[str, ...] | list[str] = (),
         subscribe: Callable[[Callable[[], None]], Callable[[], None] | None] | None = None,
         size: int | None = None,
+        cache_control: tuple[str, int] | None = None,
+        annotations: dict[str, Any] | None = None,
+        icons: list[dict[str, Any]] | None = None,
     ) -> Callable[[], None]:
-        """Register (or replace) a static resource; returns a function that unregisters it."""
+        """Register (or replace) a static resource; returns a function that unregisters it.
+
+        ``cache_control`` is the hint of its reads and of the listing pages that carry it, ``(scope, ttl_ms)``;
+        ``annotations`` (``audience``, ``priority``, ``lastModified``: a datetime or ISO 8601 text), ``icons`` and
+        ``size`` are announced in ``resources/list``. Raises ``ValueError`` for a value of the wrong shape.
+        """
         validate_uri(uri)
         if access not in ACCESS_POLICIES:
             raise ValueError("access must be 'public' or 'protected'")
         if not name:
             raise ValueError("a resource needs a name")
+        hint = cache_hint(cache_control, "cache_control")
+        checked_annotations = metadata.check_annotations(annotations)
+        checked_icons = metadata.check_icons(icons)
+        size = metadata.check_size(size)
         resource = RegisteredResource(
             uri=uri,
             name=name,
@@ -138,6 +152,9 @@ class ResourceRegistry:
             required_scopes=tuple(required_scopes),
             subscribe=subscribe,
             size=size,
+            cache_control=hint,
+            annotations=checked_annotations,
+            icons=checked_icons,
         )
         with self._lock:
             previous = self._resources.get(uri)

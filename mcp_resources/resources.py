@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from django.core.exceptions import FieldDoesNotExist, ImproperlyConfigured, ObjectDoesNotExist, ValidationError
 from django.db import models
 
+from mcp_resources import metadata
 from mcp_resources.access import PROTECTED, PUBLIC
+from mcp_resources.caching import CacheHint, cache_hint
 from mcp_resources.exceptions import ResourceNotFound
 from mcp_resources.ownership import owner_of, owner_path
 from mcp_resources.protocol.uris import URITemplate, compile_template
@@ -111,9 +113,12 @@ class ResourceTemplate:
         ``parse_uri`` override returns something other than a mapping). A ``parse_uri`` override that returns
         another kind of value overrides this too.
         """
-        variables = self.compiled.variables
-        if isinstance(parsed, Mapping) and set(variables) <= set(parsed):
-            return self.compiled.expand(parsed)
+        compiled = self.compiled
+        variables = compiled.variables
+        if (type(parsed) is dict or isinstance(parsed, Mapping)) and (
+            variables[0] in parsed if len(variables) == 1 else all(name in parsed for name in variables)
+        ):
+            return compiled.expand(parsed)
         if len(variables) == 1 and not isinstance(parsed, Mapping):
             return self.compiled.expand({variables[0]: parsed})
         raise ImproperlyConfigured(
@@ -155,9 +160,19 @@ class ResourceTemplate:
         """Whether this template contributes concrete resources to ``resources/list``."""
         return type(self).list is not ResourceTemplate.list
 
-    def cache_control(self, request: HttpRequest) -> tuple[str, int]:
-        """The cache hint for this source's listing: ``(scope, ttl_ms)``; private and uncached by default."""
-        return ("private", 0)
+    def cache_control(self, request: HttpRequest) -> tuple[str, int] | None:
+        """The cache hint of this template's answers: ``(scope, ttl_ms)``, ``scope`` ``"public"`` or ``"private"``
+        and ``ttl_ms`` a lifetime in milliseconds; ``None`` (the default) declares none: nothing is cached.
+
+        It is the hint of every ``resources/read`` of the template, and counts in ``resources/templates/list`` and
+        in ``resources/list`` (where a caller's own records, those of a model template or a ``list()`` callback,
+        are always private and uncached). docs/resources.md has the table.
+        """
+        return None
+
+    def get_cache_hint(self, request: HttpRequest) -> CacheHint | None:
+        """What :meth:`cache_control` declares, checked; raises ``ValueError`` for anything but a hint or ``None``."""
+        return cache_hint(self.cache_control(request), f"{type(self).__name__}.cache_control()")
 
     def complete(self, request: HttpRequest, argument: str, value: str, context: Mapping[str, str]) -> Any:
         """Values for the URI variable ``argument`` starting with ``value`` (``completion/complete``).
@@ -200,6 +215,10 @@ class ModelResourceTemplate(ResourceTemplate):
     overridden, listings read only the ordering, lookup and name columns and build no model instances.
     ``list_fields`` declares the fields the overridden listing hooks read: listings then load only those (plus the
     ordering and lookup fields) with ``QuerySet.only()``.
+
+    Metadata (both optional): ``modified_field`` names a date or datetime field listed as
+    ``annotations.lastModified``, ``size_field`` an integer field listed as ``size`` (the content's bytes); both
+    are read in the page query.
     """
 
     model: ClassVar[type[models.Model] | None] = None
@@ -211,6 +230,8 @@ class ModelResourceTemplate(ResourceTemplate):
     requires_subject: ClassVar[bool] = True
     name_field: ClassVar[str | None] = None
     list_fields: ClassVar[Sequence[str] | None] = None
+    modified_field: ClassVar[str | None] = None
+    size_field: ClassVar[str | None] = None
     _targets: dict[str, models.Field[Any, Any] | None] | None = None
 
     @property
@@ -218,10 +239,19 @@ class ModelResourceTemplate(ResourceTemplate):
         return self.listable and self.model is not None
 
     def get_resource(self, request: HttpRequest, obj: models.Model) -> dict[str, Any]:
-        """The ``Resource`` listed for ``obj``: uri, name and the template's mime type."""
+        """The ``Resource`` listed for ``obj``: uri, name, the template's mime type, and ``annotations.lastModified``
+        and ``size`` from ``modified_field`` and ``size_field`` when they are set (and the record has a value)."""
         resource: dict[str, Any] = {"uri": self.get_uri(obj), "name": self.get_resource_name(obj)}
         if self.mime_type:
             resource["mimeType"] = self.mime_type
+        if self.modified_field is not None:
+            modified = _resolve(obj, self.modified_field)
+            if modified is not None:
+                resource["annotations"] = {"lastModified": metadata.last_modified(modified)}
+        if self.size_field is not None:
+            size = _resolve(obj, self.size_field)
+            if size is not None:
+                resource["size"] = int(size)
         return resource
 
     def base_queryset(self) -> models.QuerySet[Any]:
@@ -340,6 +370,47 @@ class Completion:
     has_more: bool = False
 
 
+class ResourceRepository(ResourceTemplate):
+    """A template whose resources come from an external pager that continues with an opaque token of its own (an
+    object store, a search or HTTP API, another service), after ``../seeds/resource-repositories.txt``.
+
+    Implement :meth:`list_page` and :meth:`read`, and register the class like any template. Its ``uri_template``
+    routes reads (with ``parse_uri``, ``canonical_uri`` and ``resolve_uri`` as for every template) and describes
+    the listed URIs; :meth:`cache_control` gives the hint of its listing and reads. A repository is a listing
+    source: protected and discoverable (``mcp_resources.E013``), listed after the static resources in registration
+    order, under the page size, byte and prefix limits of every source.
+    """
+
+    def list_page(
+        self, request: HttpRequest, *, token: str | bytes | None, limit: int, prefix: str, deadline: float
+    ) -> Any:
+        """Return one batch of the pager: a :class:`RepositoryPage` (or a pair ``(resources, next_token)``).
+
+        ``token`` is ``None`` for the first batch, then a ``next_token`` this method returned, given back
+        unchanged (it travels sealed in the client's cursor); ``next_token`` is ``None`` (or empty) after the last
+        batch, else a ``str`` or ``bytes`` of at most 1,024 bytes. ``limit`` is how many entries the page has room
+        for (a hint: a longer batch is cut and resumed), ``prefix`` the requested URI prefix (entries outside it
+        are dropped), ``deadline`` a ``time.monotonic()`` value to stop backend work by. Each resource holds
+        ``uri`` (of this template, in its one spelling) and ``name``, and may hold ``title``, ``description``,
+        ``mimeType``, ``size``, ``annotations`` and ``icons``. Raise
+        :class:`~mcp_resources.exceptions.PageTokenRejected` when the pager refuses ``token``; any other exception
+        is an upstream failure (a generic error for the client, the detail in the log).
+        """
+        raise NotImplementedError
+
+    @property
+    def lists_instances(self) -> bool:
+        return type(self).list_page is not ResourceRepository.list_page
+
+
+@dataclass
+class RepositoryPage:
+    """What a repository's ``list_page`` returns: ``resources`` (dicts) and the pager's ``next_token``."""
+
+    resources: list[dict[str, Any]]
+    next_token: str | bytes | None = None
+
+
 ResourceGetter = Callable[[], Any]
 
 
@@ -369,12 +440,19 @@ class RegisteredResource:
     required_scopes: tuple[str, ...] = ()
     subscribe: Callable[[Callable[[], None]], Callable[[], None] | None] | None = None
     size: int | None = None
+    cache_control: CacheHint | None = None
+    annotations: dict[str, Any] | None = None
+    icons: list[dict[str, Any]] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     live: Any = field(default=None, repr=False)
 
     @property
     def scopes(self) -> tuple[str, ...]:
         return tuple(self.required_scopes)
+
+    def get_cache_hint(self) -> CacheHint | None:
+        """The declared cache hint (``None``: nothing is cached)."""
+        return self.cache_control
 
     def get_descriptor(self) -> dict[str, Any]:
         """The ``Resource`` object announced in ``resources/list``."""
@@ -387,6 +465,10 @@ class RegisteredResource:
             descriptor["mimeType"] = self.mime_type
         if self.size is not None:
             descriptor["size"] = self.size
+        if self.annotations:
+            descriptor["annotations"] = dict(self.annotations)
+        if self.icons:
+            descriptor["icons"] = [dict(icon) for icon in self.icons]
         return descriptor
 
     def read(self, request: HttpRequest) -> Any:

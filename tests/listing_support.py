@@ -164,6 +164,13 @@ def expected_documents(owner: Any) -> list[str]:
     return [document_uri(d) for d in sorted(docs, key=lambda d: (d.created, d.pk))]
 
 
+def handbook_uris() -> list[str]:
+    """The demo's handbook pages (its repository, listed after the notes, the same for every reader)."""
+    from testproject.library.handbook import DirectoryPager
+
+    return [f"handbook://pages/{name.removesuffix('.md')}" for name in DirectoryPager().names()]
+
+
 def expected_notes(owner: Any) -> list[str]:
     """The owner's notes in the listing order: title in byte (code point) order, then id."""
     notes = Note.objects.filter(owner=owner)

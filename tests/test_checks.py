@@ -790,3 +790,70 @@ def test_static_resources_can_be_registered_after_freeze():
     unregister = registry.register_resource("app://live", "live", lambda: "x")
     assert registry.get_resource("app://live") is not None
     unregister()
+
+
+# mcp_resources.E033 / E034: the metadata fields of a model template ----------------------------------------------
+
+
+@pytest.mark.parametrize("field", ["title", "nothing", "owner", "owner__username"])
+def test_e033_modified_field_is_not_a_date_or_datetime_field(field):
+    registry = ResourceRegistry()
+    registry.register(type("Dated", (ValidDocuments,), {"modified_field": field}))
+    messages = check_templates(registry)
+    assert ids(messages) == ["mcp_resources.E033"]
+    assert f"modified_field {field!r}" in messages[0].msg
+
+
+@pytest.mark.parametrize("field", ["created", "deleted_at", "owner__last_login", "owner__date_joined"])
+def test_e033_accepts_dates_and_datetimes_through_forward_relations(field):
+    registry = ResourceRegistry()
+    registry.register(type("Dated", (ValidDocuments,), {"modified_field": field}))
+    assert check_templates(registry) == []
+
+
+@pytest.mark.parametrize("field", ["title", "created", "nothing", "owner__username"])
+def test_e034_size_field_is_not_an_integer_field(field):
+    registry = ResourceRegistry()
+    registry.register(type("Sized", (ValidDocuments,), {"size_field": field}))
+    messages = check_templates(registry)
+    assert ids(messages) == ["mcp_resources.E034"]
+    assert f"size_field {field!r}" in messages[0].msg
+
+
+@pytest.mark.parametrize("field", ["id", "owner__id"])
+def test_e034_accepts_integer_fields(field):
+    registry = ResourceRegistry()
+    registry.register(type("Sized", (ValidDocuments,), {"size_field": field}))
+    assert check_templates(registry) == []
+
+
+def test_e013_a_repository_must_be_protected_and_discoverable():
+    from mcp_resources.resources import ResourceRepository
+
+    registry = ResourceRegistry()
+
+    @registry.register
+    class PublicShelf(ResourceRepository):
+        name = "public-shelf"
+        uri_template = "shelf://public/{id}"
+        access = "public"
+
+        def read(self, request, uri, variables):
+            return ""
+
+        def list_page(self, request, *, token, limit, prefix, deadline):
+            return [], None
+
+    @registry.register
+    class UnlistedShelf(ResourceRepository):  # no list_page(): not a listing source, nothing to refuse
+        name = "unlisted-shelf"
+        uri_template = "shelf://unlisted/{id}"
+        access = "public"
+
+        def read(self, request, uri, variables):
+            return ""
+
+    messages = check_templates(registry)
+    assert ids(messages) == ["mcp_resources.E013"]
+    assert messages[0].obj is PublicShelf
+    assert "implements list_page()" in messages[0].msg

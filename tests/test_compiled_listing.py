@@ -72,7 +72,24 @@ class TicketsByTitle(TicketSource):
     ordering = ("title", "id")
 
 
-DECLARED = [DeclaredDocumentSource, DeclaredNotes, DeclaredByPk, TicketSource, TeamTicketSource, TicketsByTitle]
+class DatedDeclaredNotes(DeclaredNotes):
+    """The metadata columns (``modified_field``, ``size_field``) in the compiled page query."""
+
+    name = "dated-declared-notes"
+    uri_template = "learn://dated-declared-notes/{id}"
+    modified_field = "updated"
+    size_field = "id"
+
+
+DECLARED = [
+    DeclaredDocumentSource,
+    DeclaredNotes,
+    DeclaredByPk,
+    TicketSource,
+    TeamTicketSource,
+    TicketsByTitle,
+    DatedDeclaredNotes,
+]
 
 
 def make_data(users: list[Any], *, same_time: bool) -> None:
@@ -153,6 +170,16 @@ def test_compiled_and_plain_queries_list_identical_pages(
     StaticResource.objects.bulk_create(
         StaticResource(uri=f"learn://static/{i}/{title}", name=f"s{i}", text="x") for i, title in enumerate(TITLES)
     )
+    # Rows with the metadata columns set (a size computed on save, annotations, icons as JSON).
+    StaticResource.objects.create(
+        uri="learn://static/meta",
+        name="meta",
+        text="é" * 3,
+        audience="user assistant",
+        priority=0.25,
+        icons=[{"src": "https://example.com/i.png", "sizes": ["48x48"]}],
+    )
+    StaticResource.objects.create(uri="learn://static/blob", name="blob", binary=b"\x00\x01\x02")
     server = server_for(template)
     fast = {user.username: shape(codec, walk(server, context(user))) for user in (alice, bob)}
     listing = declared_listing(server.sources()[0], list_plan(server.sources()[0]).columns)
@@ -169,6 +196,8 @@ def test_compiled_and_plain_queries_list_identical_pages(
 def test_the_static_listing_reads_the_same_rows_from_every_position(compiled_off):
     uris = [f"learn://s/{title}" for title in TITLES[:-1]] + ["learn://s/", "learn://t", "z://"]
     StaticResource.objects.bulk_create(StaticResource(uri=uri, name=uri, text="x") for uri in uris)
+    StaticResource.objects.create(uri="learn://s/meta", name="m", text="ü", audience="user", icons=[{"src": "data:,"}])
+    uris.append("learn://s/meta")
     StaticResource.objects.filter(uri="learn://t").update(enabled=False)
     positions = [None, *sorted(uris, key=str.encode), "learn://s/é0", "\U0010ffff"]
     fast = {

@@ -27,6 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import BlobResourceContents, ResourceTemplateReference, TextResourceContents
 
 from tests import live
+from tests.listing_support import handbook_uris
 
 pytestmark = pytest.mark.e2e
 
@@ -164,7 +165,9 @@ def test_list_every_page(server: live.Server, demo: Demo, mode: str) -> None:
     assert {uri for uri in uris if uri.startswith("learn://notes/")} == alice_notes
     # Bookmarks in slug order (ASCII slugs: byte order is the sorted order).
     assert [uri for uri in uris if uri.startswith("learn://bookmarks/")] == alice_bookmarks
-    assert len(uris) == len(statics) + len(alice_docs) + len(alice_notes) + len(alice_bookmarks)
+    # The handbook (a repository paged by its own opaque token) comes last, in the pager's order.
+    assert uris[-len(handbook_uris()) :] == handbook_uris()
+    assert len(uris) == len(statics) + len(alice_docs) + len(alice_notes) + len(alice_bookmarks) + len(handbook_uris())
     bob_uris = {doc_uri(pk) for pk in demo.documents["bob"]} | {f"learn://notes/{pk}" for pk in demo.notes["bob"]}
     bob_uris |= {f"learn://bookmarks/{slug}" for slug in demo.bookmarks["bob"]}
     assert not bob_uris & set(uris)
@@ -207,6 +210,34 @@ def test_read_text_and_binary(server: live.Server, mode: str) -> None:
     if mode != "legacy":
         assert text.cache_scope == "public"
         assert text.ttl_ms >= 0
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_handbook_repository_and_its_cache_hint_reach_the_sdk(server: live.Server, mode: str) -> None:
+    """The demo's repository source through the official client: its pages (paged by the pager's own token inside
+    our cursor) and its reads, whose hint (public, 60 s) the client's cache honours in 2026-07-28: the second read
+    is served from the client's cache, no request sent. A 2025-11-25 session carries no hint: both reads are sent."""
+    reads: list[str] = []
+
+    async def count(response: httpx2.Response) -> None:
+        body = response.request.content
+        if body and json.loads(body).get("method") == "resources/read":
+            reads.append(json.loads(body)["params"]["uri"])
+
+    async def body(client: Client) -> tuple[Any, Any]:
+        first = await client.read_resource("handbook://pages/welcome")
+        second = await client.read_resource("handbook://pages/welcome")
+        return first, second
+
+    first, second = with_client(server, mode, body, on_response=count)
+    assert first.contents[0].text.startswith("# Welcome")
+    assert second.contents[0].text == first.contents[0].text
+    if mode == "legacy":
+        assert reads == ["handbook://pages/welcome"] * 2  # no hint on the wire: the SDK's default, not cached
+        assert (first.cache_scope, first.ttl_ms) == ("private", 0)
+    else:
+        assert (first.cache_scope, first.ttl_ms) == ("public", 60_000)
+        assert reads == ["handbook://pages/welcome"]
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -116,6 +116,25 @@ class CreatedDocuments(DocumentSource):
     name_field = "created"
 
 
+class DatedNotes(NoteSource):
+    """``annotations.lastModified`` from ``modified_field`` and ``size`` from ``size_field``, in the page's columns."""
+
+    name = "dated-notes"
+    uri_template = "learn://dated-notes/{id}"
+    name_field = "title"
+    modified_field = "updated"
+    size_field = "id"  # an integer column standing in for a size
+
+
+class CreatedModified(DocumentSource):
+    """The modification field is an ordering field too (one column for both)."""
+
+    name = "created-modified"
+    uri_template = "learn://created-modified/{id}"
+    name_field = "title"
+    modified_field = "created"
+
+
 PLANNED: list[type[ModelResourceTemplate]] = [
     FastDocuments,
     FastNotes,
@@ -124,6 +143,8 @@ PLANNED: list[type[ModelResourceTemplate]] = [
     PkDocuments,
     CreatedDocuments,
     DeclaredDocumentSource,  # the scope declared with owner_field
+    DatedNotes,
+    CreatedModified,
 ]
 
 

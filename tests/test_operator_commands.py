@@ -20,7 +20,7 @@ from mcp_resources.models import StaticResource
 from mcp_resources.registries import registry
 from testproject.library.management.commands.load_demo_data import PNG
 from testproject.library.models import Bookmark, Document, Note
-from tests.listing_support import document_uri, expected_documents, expected_notes, note_uri
+from tests.listing_support import document_uri, expected_documents, expected_notes, handbook_uris, note_uri
 
 pytestmark = pytest.mark.django_db
 
@@ -66,7 +66,7 @@ def expected_bookmarks(owner: Any) -> list[str]:
 
 
 def inventory(user: Any) -> list[str]:
-    return statics() + expected_documents(user) + expected_notes(user) + expected_bookmarks(user)
+    return statics() + expected_documents(user) + expected_notes(user) + expected_bookmarks(user) + handbook_uris()
 
 
 # mcp_list --------------------------------------------------------------------------------------------------
@@ -92,7 +92,7 @@ def test_mcp_list_prints_the_first_page_and_the_next_cursor(demo):
 def test_mcp_list_all_follows_every_cursor(demo, user):
     out, err = run("mcp_list", user=user, all=True)
     assert listed_uris(out) == inventory(demo[user])
-    assert len(listed_uris(out)) == len(statics()) + (120 if user == "alice" else 60) + 10 + 8
+    assert len(listed_uris(out)) == len(statics()) + (120 if user == "alice" else 60) + 10 + 8 + len(handbook_uris())
     assert err == ""
     other = demo["bob" if user == "alice" else "alice"]
     assert not set(listed_uris(out)) & set(
@@ -135,13 +135,19 @@ def test_mcp_list_json(demo):
     assert (page["cacheScope"], page["ttlMs"]) == ("private", 0)
     assert "nextCursor" in page
     note = Note.objects.filter(owner=demo["alice"]).order_by("title", "id").first()
-    assert {"uri": note_uri(note), "name": note.title, "mimeType": "text/markdown"} not in page["resources"]
+    listed_note = {
+        "uri": note_uri(note),
+        "name": note.title,
+        "mimeType": "text/markdown",
+        "annotations": {"lastModified": note.updated.isoformat().replace("+00:00", "Z")},
+    }
+    assert listed_note not in page["resources"]
 
     out, _ = run("mcp_list", user="alice", json=True, all=True)
     pages = json_documents(out)
-    assert [len(p["resources"]) for p in pages] == [50, 50, 43]
+    assert [len(p["resources"]) for p in pages] == [50, 50, 50, 43 + len(handbook_uris()) - 50]
     assert [r["uri"] for p in pages for r in p["resources"]] == inventory(demo["alice"])
-    assert {"uri": note_uri(note), "name": note.title, "mimeType": "text/markdown"} in pages[-1]["resources"]
+    assert listed_note in pages[2]["resources"]  # the notes end the third page, bookmarks and the handbook follow
     assert "nextCursor" not in pages[-1]
 
 

@@ -16,11 +16,13 @@ import pytest
 from mcp_resources.exceptions import AuthenticationRequired, InsufficientScope, MCPError
 from mcp_resources.test import CLIENT_ID, MCPClient
 from testproject.library.models import Document, Note
+from tests.listing_support import handbook_uris
 from tests.urls_extra import MIDDLEWARE_LOG
 
 pytestmark = pytest.mark.django_db
 
 STATICS = ["test://static-binary", "test://static-text", "test://watched-resource"]  # the demo's, in URI order
+HANDBOOK = handbook_uris()  # the demo's handbook, listed last, the same for every reader
 
 
 @pytest.fixture
@@ -48,7 +50,7 @@ def client_as(user: Any, scopes: tuple[str, ...] = ("documents:read",), **kwargs
 def test_lists_and_reads_as_the_given_user(alice: Any, documents: dict[str, list[Document]], version: str) -> None:
     client = client_as(alice, protocol_version=version)
     uris = [resource["uri"] for resource in client.list_all_resources()]
-    assert uris == [*STATICS, *(uri_of(document) for document in documents["alice"])]
+    assert uris == [*STATICS, *(uri_of(document) for document in documents["alice"]), *HANDBOOK]
     assert (client.session_id is not None) == (version == "2025-11-25")  # a session only where the version has one
     read = client.read_resource(uri_of(documents["alice"][2]))
     assert read["contents"] == [
@@ -95,7 +97,7 @@ def test_force_authenticate_again_starts_a_new_session(
     client.force_authenticate(bob, ["documents:read"])
     uris = [resource["uri"] for resource in client.list_all_resources()]
     assert client.session_id not in (None, first)
-    assert uris == [*STATICS, uri_of(documents["bob"][0])]
+    assert uris == [*STATICS, uri_of(documents["bob"][0]), *HANDBOOK]
 
 
 # Identity and scopes --------------------------------------------------------------------------------------
@@ -148,7 +150,7 @@ def test_scopes_are_expanded_by_the_scope_hierarchy(
 def test_the_user_sees_only_their_own_records(bob: Any, documents: dict[str, list[Document]]) -> None:
     client = client_as(bob)
     uris = [resource["uri"] for resource in client.list_all_resources()]
-    assert uris == [*STATICS, uri_of(documents["bob"][0])]
+    assert uris == [*STATICS, uri_of(documents["bob"][0]), *HANDBOOK]
     with pytest.raises(MCPError) as foreign:
         client.read_resource(uri_of(documents["alice"][0]))
     assert foreign.value.code == -32602
@@ -175,8 +177,9 @@ def test_list_all_resources_follows_the_cursors(
         *STATICS,
         *(uri_of(document) for document in documents["alice"]),
         *(f"learn://notes/{note.pk}" for note in notes),
+        *HANDBOOK,
     ]
-    assert len(pages) == 5
+    assert len(pages) == 5 + len(HANDBOOK) // 2
     assert all(len(page) <= 2 for page in pages)
     assert [uri for page in pages for uri in page] == expected
     assert [resource["uri"] for resource in client.list_all_resources()] == expected

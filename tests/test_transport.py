@@ -32,7 +32,7 @@ from mcp_resources.auth.tokens import issue_access_token
 from mcp_resources.models import StaticResource
 from mcp_resources.protocol.versions import V2026_07_28
 from testproject.library.models import Document, Note
-from tests.listing_support import INVALID_CURSOR_DATA
+from tests.listing_support import INVALID_CURSOR_DATA, handbook_uris
 from tests.urls_extra import MIDDLEWARE_LOG, SECRET_DETAIL, STATIC_CODE_URIS
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -1181,8 +1181,14 @@ def test_pagination_on_the_default_registry(
             *statics,
             *(doc_uri(d) for d in people.alice_docs),
             *(f"learn://notes/{n.pk}" for n in reversed(alice_notes)),
+            *handbook_uris(),
         ],
-        bob_token: [*statics, *(doc_uri(d) for d in people.bob_docs), f"learn://notes/{people.bob.notes.get().pk}"],
+        bob_token: [
+            *statics,
+            *(doc_uri(d) for d in people.bob_docs),
+            f"learn://notes/{people.bob.notes.get().pk}",
+            *handbook_uris(),
+        ],
     }
     for token, uris in expected.items():
         items, pages = walk(endpoint, "resources/list", "resources", token=token)
@@ -1215,8 +1221,7 @@ def test_traversal_survives_deleting_the_cursor_row(
     assert first["resources"][-1]["uri"] == doc_uri(people.alice_docs[0])
     Document.objects.filter(pk=people.alice_docs[0].pk).delete()
     rest = endpoint.call("resources/list", {"cursor": first["nextCursor"]}, token=alice_token).result
-    assert [r["uri"] for r in rest["resources"]] == [doc_uri(d) for d in people.alice_docs[1:]]
-    assert "nextCursor" not in rest
+    assert [r["uri"] for r in rest["resources"]] == [doc_uri(d) for d in people.alice_docs[1:]] + handbook_uris()[:2]
 
 
 @pytest.mark.parametrize("page_size", [1, 2])
@@ -1225,12 +1230,13 @@ def test_templates_pagination(endpoint: Endpoint, settings: Any, page_size: int)
     items, pages = walk(endpoint, "resources/templates/list", "resourceTemplates")
     uri_templates = [t["uriTemplate"] for t in items]
     assert sorted(uri_templates) == [
+        "handbook://pages/{page}",
         "learn://bookmarks/{slug}",
         "learn://documents/{id}",
         "learn://notes/{id}",
         "test://template/{id}/data",
     ]
-    assert pages == -(-4 // page_size)
+    assert pages == -(-5 // page_size)
 
 
 @pytest.mark.usefixtures("extra")
@@ -1311,7 +1317,7 @@ def test_cursor_works_in_a_session(endpoint: Endpoint, settings: Any, people: Pe
     session, _ = endpoint.session(token=alice_token)
     uris: list[str] = []
     cursor = None
-    for _ in range(20):
+    for _ in range(40):
         params = {} if cursor is None else {"cursor": cursor}
         result = endpoint.session_message(session, "resources/list", params, token=alice_token).result
         uris += [r["uri"] for r in result["resources"]]
@@ -1319,7 +1325,7 @@ def test_cursor_works_in_a_session(endpoint: Endpoint, settings: Any, people: Pe
         if cursor is None:
             break
     statics = ["test://static-binary", "test://static-text", "test://watched-resource"]
-    assert uris == [*statics, *(doc_uri(d) for d in people.alice_docs)]
+    assert uris == [*statics, *(doc_uri(d) for d in people.alice_docs), *handbook_uris()]
     reply = endpoint.session_message(session, "resources/list", {"cursor": "bogus"}, token=alice_token)
     assert reply.json["error"]["code"] == INVALID_PARAMS
 

@@ -20,6 +20,7 @@ import pytest
 
 from testproject.library.management.commands.load_demo_data import PNG
 from tests import live
+from tests.listing_support import handbook_uris
 from tests.test_oauth_e2e import REDIRECT_URI, ScriptedUser
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "ts"))
@@ -61,13 +62,14 @@ def test_every_page_templates_text_and_binary_reads(demo_server: live.Server) ->
         assert session["sessionId"]
         listing = client.call("list_all")
         uris = [resource["uri"] for resource in listing["resources"]]
-        # The static resources (the demo's two, the conformance fixtures' three), 120 documents, 10 notes and
-        # 8 bookmarks.
-        assert listing["pages"] == [50, 50, 43]
+        # The static resources (the demo's two, the conformance fixtures' three), 120 documents, 10 notes, 8
+        # bookmarks and the handbook (a repository paged by its own token).
+        assert listing["pages"] == [50, 50, 50, 43 + len(handbook_uris()) - 50]
         assert uris[:2] == ["learn://about", "learn://logo.png"]
         assert uris[5:125] == [f"learn://documents/{pk}" for pk in alice]
         assert all(uri.startswith("learn://notes/") for uri in uris[125:135])
-        assert all(uri.startswith("learn://bookmarks/") for uri in uris[135:])
+        assert all(uri.startswith("learn://bookmarks/") for uri in uris[135:143])
+        assert uris[143:] == handbook_uris()
         assert len(set(uris)) == len(uris)
 
         templates = client.call("templates")["resourceTemplates"]

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mcp_resources.caching import CacheHint
 from mcp_resources.exceptions import InternalError, SourceContractError
-from mcp_resources.listing.sources import StaticSource, template_sources
-from mcp_resources.listing.traversal import Traversal
+from mcp_resources.listing.repository import RepositorySource
+from mcp_resources.listing.sources import STATIC_PHASE, StaticSource, TemplateSource
+from mcp_resources.listing.traversal import Source, Traversal
 from mcp_resources.protocol.cursors import (
     MAX_CURSOR_LENGTH,
     Binding,
@@ -23,6 +25,8 @@ from mcp_resources.protocol.cursors import (
     make_cursor,
     read_cursor,
 )
+from mcp_resources.protocol.uris import can_start_with
+from mcp_resources.resources import ResourceRepository
 
 if TYPE_CHECKING:
     from django.http import HttpRequest
@@ -50,10 +54,34 @@ def open_cursor(codec: CursorCodec, cursor: object, bound: Binding, ttl_seconds:
     return read_cursor(codec, cursor, bound, ttl_seconds)
 
 
+def template_sources(templates: Sequence[ResourceTemplate], prefix: str) -> list[Source]:
+    """The listing sources of ``templates`` that can hold a URI starting with ``prefix``."""
+    return [
+        RepositorySource(t) if isinstance(t, ResourceRepository) else TemplateSource(t)
+        for t in templates
+        if not prefix or can_start_with(t.compiled, prefix)
+    ]
+
+
 @dataclass
 class ListedPage:
+    """One page: its resources and next cursor, the phase of each resource (``""``: static) and the phases read."""
+
     resources: list[dict[str, Any]]
     next_cursor: str | None
+    phases: list[str]
+    read: set[str]
+
+    def ttl_ms(
+        self, source_hints: dict[str, CacheHint], static_ttl: Callable[[dict[str, Any]], int], default: int
+    ) -> int:
+        """The page's lifetime: the smallest of its resources' (a static one's from ``static_ttl(resource)``, any
+        other's from its source's hint in ``source_hints``) and of every source the page read (an empty answer of a
+        caller's inventory is still that caller's: 0); ``default`` for a page that lists and reads nothing else."""
+        ttls = [source_hints[phase].ttl_ms for phase in self.read if phase != STATIC_PHASE and phase in source_hints]
+        for phase, resource in zip(self.phases, self.resources, strict=True):
+            ttls.append(static_ttl(resource) if phase == STATIC_PHASE else source_hints[phase].ttl_ms)
+        return min(ttls) if ttls else default
 
 
 def list_page(
@@ -112,4 +140,4 @@ def list_page(
             # A cursor that could never be opened again would strand the client: fail now, loudly.
             logger.error("resources/list: position too long for a cursor (ordering values too long?)")
             raise InternalError()
-    return ListedPage(page.resources, next_cursor)
+    return ListedPage(page.resources, next_cursor, page.phases, page.read)

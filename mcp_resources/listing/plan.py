@@ -2,11 +2,13 @@
 
 A template that names its ``name_field`` and keeps the base ``get_resource``, ``get_uri`` and
 ``get_resource_name`` lists the same resources from ``values_list()`` rows as from instances: the URI is expanded
-from the row's lookup values by the same :meth:`~mcp_resources.protocol.uris.URITemplate.expand`, and the name is
-``str()`` of the name field. A URI over 2,048 characters or a name over 512 breaks the list contract on both paths
-(:func:`over_limit` names the record in the log): never a cut name, or a listed URI that reads nothing. Building a
-model instance costs more than the rest of a row's work; docs/performance.md gives the measured worth of this plan
-(``tests/test_listing_plan.py`` checks that both ways list the same resources).
+from the row's lookup values by the same :meth:`~mcp_resources.protocol.uris.URITemplate.expand`, the name is
+``str()`` of the name field, and ``annotations.lastModified`` and ``size`` come from the ``modified_field`` and
+``size_field`` columns of the same row (the page query selects them too: no query of their own). A URI over 2,048
+characters or a name over 512 breaks the list contract on both paths (:func:`over_limit` names the record in the
+log): never a cut name, or a listed URI that reads nothing. Building a model instance costs more than the rest of a
+row's work; docs/performance.md gives the measured worth of this plan (``tests/test_listing_plan.py`` checks that
+both ways list the same resources).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from urllib.parse import quote
 from django.db import models
 
 from mcp_resources.exceptions import SourceContractError
+from mcp_resources.metadata import last_modified
 from mcp_resources.protocol.uris import MAX_URI_LENGTH
 from mcp_resources.resources import ModelResourceTemplate
 
@@ -37,6 +40,8 @@ class ListPlan:
     ordering: tuple[int, ...]
     variables: tuple[tuple[str, int], ...]
     name: int
+    modified: int | None = None
+    size: int | None = None
 
     def key(self, row: Sequence[Any]) -> tuple[Any, ...]:
         """The row's keyset position (its ordering values)."""
@@ -57,6 +62,7 @@ class ListPlan:
             for literal, name, safe in self.template.compiled.expansion
         ]
         uri = _uri_builder(parts)
+        modified_at, size_at = self.modified, self.size
         out = []
         for row in rows:
             name = row[name_at]
@@ -65,6 +71,10 @@ class ListPlan:
                 raise SourceContractError(over_limit(self.template, key(row), resource))
             if mime:
                 resource["mimeType"] = mime
+            if modified_at is not None and row[modified_at] is not None:
+                resource["annotations"] = {"lastModified": last_modified(row[modified_at])}
+            if size_at is not None and row[size_at] is not None:
+                resource["size"] = int(row[size_at])
             out.append((key(row), resource))
         return out
 
@@ -126,7 +136,8 @@ def _make_plan(template: ModelResourceTemplate) -> ListPlan | None:
     ):
         return None
     lookups = template.get_lookups()
-    for path in [*lookups.values(), template.name_field]:
+    extra = [path for path in (template.modified_field, template.size_field) if path is not None]
+    for path in [*lookups.values(), template.name_field, *extra]:
         # A value row holds a relation's key where the hooks would see the related object: only plain fields.
         if not _plain_field_path(template.model, path):
             return None
@@ -140,7 +151,9 @@ def _make_plan(template: ModelResourceTemplate) -> ListPlan | None:
     ordering = tuple(column(name) for name in template.ordering)
     variables = tuple((variable, column(path)) for variable, path in lookups.items())
     name = column(template.name_field)
-    return ListPlan(template, tuple(columns), ordering, variables, name)
+    modified = None if template.modified_field is None else column(template.modified_field)
+    size = None if template.size_field is None else column(template.size_field)
+    return ListPlan(template, tuple(columns), ordering, variables, name, modified, size)
 
 
 def _plain_field_path(model: type[models.Model], path: str) -> bool:

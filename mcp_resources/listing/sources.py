@@ -5,9 +5,12 @@
 - :class:`TemplateSource`: a protected, discoverable template. A :class:`~mcp_resources.ModelResourceTemplate` pages
   its caller-scoped queryset by keyset, with the prefix pushed into the query; any other template's ``list()``
   callback is called and what it returns is checked against the list contract.
+- A repository (:class:`~mcp_resources.resources.ResourceRepository`) pages with its pager's own token:
+  :mod:`mcp_resources.listing.repository`.
 
 Every source returns ``(entries, has_more)``: at most ``limit`` entries ``(key, resource)`` after ``after`` in its
-key order. Keys are the last URI (static), the ordering values (models) or the callback's key (other templates).
+key order. Keys are the last URI (static), the ordering values (models), the callback's key (other templates) or a
+token position (repositories).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from mcp_resources.listing.plan import NAME_MAX_LENGTH, ListPlan, list_plan, ove
 from mcp_resources.listing.prefix import prefix_variables
 from mcp_resources.models import StaticResource
 from mcp_resources.ownership import owner_of
-from mcp_resources.protocol.uris import MAX_URI_LENGTH, can_start_with
+from mcp_resources.protocol.uris import MAX_URI_LENGTH
 from mcp_resources.queries import native_timestamps, statement_timeout
 from mcp_resources.resources import InventoryPage, ModelResourceTemplate, ResourceTemplate
 
@@ -47,8 +50,22 @@ MIME_TYPE_MAX_LENGTH = 128
 _ALLOWED_FIELDS = {"uri", "name", "mimeType"}
 _KEY = re.compile(rf"[\x21-\x7e]{{1,{KEY_MAX_LENGTH}}}")  # used with fullmatch: "$" would accept a trailing newline
 
-STATIC_FIELDS = ("uri", "name", "title", "description", "mime_type", "access", "required_scopes")
-"""What a listing reads of a ``StaticResource`` row (never its contents)."""
+STATIC_FIELDS = (
+    "uri",
+    "name",
+    "title",
+    "description",
+    "mime_type",
+    "access",
+    "required_scopes",
+    "audience",
+    "priority",
+    "icons",
+    "size",
+    "updated",
+)
+"""What a listing reads of a ``StaticResource`` row (never its contents: ``size`` is stored when it is saved), in
+the model's field order (``Model.from_db`` takes them so)."""
 
 _static_listing = StaticListing(STATIC_FIELDS)
 
@@ -131,11 +148,6 @@ class TemplateSource:
             raise BadPosition("generic sources take string keys")
         raw = template.list(request, after=after, limit=limit, prefix=prefix, deadline=deadline)
         return validate_page(template, raw, after=after, limit=limit, prefix=prefix, seen=seen)
-
-
-def template_sources(templates: Sequence[ResourceTemplate], prefix: str) -> list[TemplateSource]:
-    """The listing sources of ``templates`` that can hold a URI starting with ``prefix``."""
-    return [TemplateSource(t) for t in templates if not prefix or can_start_with(t.compiled, prefix)]
 
 
 def model_page(
@@ -243,8 +255,10 @@ def _position(template: ModelResourceTemplate, ordering: list[Any], after: Any) 
 
 
 def _only_fields(template: ModelResourceTemplate) -> list[str]:
-    """``list_fields`` plus what the listing itself reads: ordering fields and the lookups' first fields."""
+    """``list_fields`` plus what the listing itself reads: ordering fields, the lookups' first fields, and the
+    modification and size fields."""
     names = [*(template.list_fields or ()), *template.ordering]
+    names += [path.split("__", 1)[0] for path in (template.modified_field, template.size_field) if path is not None]
     names += [lookup.split("__", 1)[0] for lookup in template.get_lookups().values()]
     return list(dict.fromkeys(names))
 

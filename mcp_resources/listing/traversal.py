@@ -2,8 +2,9 @@
 order, continuing across source boundaries within a page, bounded in entries and in bytes.
 
 A position is ``[phase, key]``: the phase is ``""`` for static resources or a source's name, and the key is the
-source's own (see :mod:`mcp_resources.listing.sources`). Each page is queried live: nothing is snapshotted, and a
-position never grants access.
+source's own (see :mod:`mcp_resources.listing.sources`): the last URI, ordering values, a callback's key, or a
+:class:`~mcp_resources.protocol.cursors.TokenPosition` (a repository's pager token). Each page is queried live:
+nothing is snapshotted, and a position never grants access.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -20,6 +21,7 @@ from mcp_resources.exceptions import BadPosition, DeadlineExceeded, RequestCance
 from mcp_resources.listing.keyset import encode_key
 from mcp_resources.listing.sources import Page
 from mcp_resources.protocol import jsonrpc
+from mcp_resources.protocol.cursors import TokenPosition
 
 if TYPE_CHECKING:
     from django.http import HttpRequest
@@ -39,8 +41,13 @@ class Source(Protocol):
 
 @dataclass
 class PageResult:
+    """One page: its resources, the position of the next page (``None``: the last), the phase each resource comes
+    from (in order), and every phase the page read (look-ahead included), for the page's cache hint."""
+
     resources: list[dict[str, Any]]
     next_position: list[Any] | None
+    phases: list[str] = field(default_factory=list)
+    read: set[str] = field(default_factory=set)
 
 
 def _entry_size(resource: dict[str, Any]) -> int:
@@ -56,6 +63,8 @@ def _batch_size(resources: list[dict[str, Any]]) -> int:
 def _encoded(position: list[Any]) -> list[Any]:
     """A position with its key JSON-safe, as a cursor holds it."""
     phase, key = position
+    if isinstance(key, TokenPosition):
+        return [phase, key.to_json()]
     return [phase, encode_key(key) if isinstance(key, tuple) else key]
 
 
@@ -93,6 +102,7 @@ class Traversal:
         self.cursor_size = cursor_size
         self.cancellation = token_for(request)
         self._seen: set[str] = set()
+        self._read: set[str] = set()
 
     def _start(self, position: list[Any] | None) -> tuple[int, Any]:
         if position is None:
@@ -120,6 +130,7 @@ class Traversal:
 
     def _fetch(self, index: int, after: Any, limit: int) -> Page:
         self._check()
+        self._read.add(self.phases[index])
         result = self.sources[index].page(
             self.request, after=after, limit=limit, prefix=self.prefix, deadline=self.deadline, seen=self._seen
         )
@@ -142,6 +153,7 @@ class Traversal:
         starts: list[tuple[str, Any]] = []  # the position at which each listed resource starts (keys not encoded)
         used = self.base_bytes
         self._seen = set()
+        self._read = set()
 
         def done(next_position: list[Any] | None) -> PageResult:
             # The next cursor counts against the byte bound too: give back entries until it fits.
@@ -154,7 +166,12 @@ class Traversal:
                     used -= _entry_size(resources.pop())
                     next_position = list(starts.pop())
                     cursor = self.cursor_size(_encoded(next_position))
-            return PageResult(resources, None if next_position is None else _encoded(next_position))
+            return PageResult(
+                resources,
+                None if next_position is None else _encoded(next_position),
+                [phase for phase, _ in starts],
+                self._read,
+            )
 
         while index < len(self.phases):
             entries, has_more = self._fetch(index, after, self.limit - len(resources))
@@ -163,12 +180,12 @@ class Traversal:
             total = _batch_size(batch) if all(batch) else None
             if total is not None and used + total <= self.max_bytes:
                 # The whole batch fits (the usual case): one encoding measures it.
-                keys = [key for key, _ in entries]
-                starts.extend(zip(repeat(phase), [after, *keys[:-1]]))
-                resources.extend(batch)
-                if keys:
+                if entries:
+                    keys = [key for key, _ in entries]
+                    starts.extend(zip(repeat(phase), [after, *keys[:-1]]))
+                    resources.extend(batch)
                     after = keys[-1]
-                used += total
+                    used += total
             else:
                 for key, resource in entries:
                     if not resource:  # a skip marker: nothing listable in this batch

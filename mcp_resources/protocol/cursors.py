@@ -4,6 +4,10 @@ A cursor binds the method, the prefix, a fingerprint of the caller (subject, cli
 fingerprint of the registered sources, the position and the time of the first page. Any failure (length,
 encoding, key, tag, binding, expiry) raises the single :class:`InvalidCursor`; callers never learn which check
 failed. Nothing of Django is imported here but the exception module.
+
+A position is the listing's own JSON value; one kind is defined here, :class:`TokenPosition`, the place in a source
+that pages with an opaque continuation token of its own (a repository): the token travels sealed inside the cursor,
+so the client can neither read nor alter it, and it is bound like every position.
 """
 
 from __future__ import annotations
@@ -24,10 +28,13 @@ import orjson
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from mcp_resources.exceptions import InvalidCursor
+from mcp_resources.exceptions import BadPosition, InvalidCursor
 
 VERSION = 2  # 2: the binding is sealed as one digest
 MAX_CURSOR_LENGTH = 4096
+MAX_TOKEN_BYTES = 1024
+"""The longest continuation token (in bytes; a string counts its UTF-8 bytes) a repository may hand out: sealed in a
+cursor with the longest source name and the rest of a position, it stays within :data:`MAX_CURSOR_LENGTH`."""
 _KID_LEN = 4
 _NONCE_LEN = 12
 _TAG_LEN = 16
@@ -185,3 +192,81 @@ def read_cursor(
     if not (started - 5 <= current <= started + ttl_seconds):
         raise InvalidCursor()
     return payload.get("pos"), float(started)
+
+
+class TokenPosition:
+    """A place in a source that pages with its own opaque token: the batch the pager answers for ``token`` (``None``:
+    its first batch), of which the first ``listed`` entries were listed already, the last of them having the URI
+    whose :func:`uri_digest` is ``last`` (so that a batch that shifted since can be resumed after that entry).
+
+    ``token`` is any ``str`` or ``bytes`` of at most :data:`MAX_TOKEN_BYTES`, and comes back with its type. A
+    position made while listing may carry the URI itself (``last_uri``) instead of its digest: the digest is taken
+    only for the position a cursor seals (a page lists up to 100 entries and seals one position).
+    """
+
+    __slots__ = ("last", "last_uri", "listed", "token")
+
+    def __init__(self, token: str | bytes | None, listed: int = 0, last: str = "", last_uri: str | None = None) -> None:
+        # A plain class, not a dataclass: a page makes one for each listed entry, and this costs a third as much.
+        self.token = token
+        self.listed = listed
+        self.last = last
+        self.last_uri = last_uri
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TokenPosition):
+            return NotImplemented
+        return (self.token, self.listed, self.digest) == (other.token, other.listed, other.digest)
+
+    def __hash__(self) -> int:
+        return hash((self.token, self.listed, self.digest))
+
+    def __repr__(self) -> str:
+        return f"TokenPosition({self.token!r}, listed={self.listed}, last={self.digest!r})"
+
+    @property
+    def digest(self) -> str:
+        """The digest of the last listed URI (``""`` at the start of a batch)."""
+        return uri_digest(self.last_uri) if self.last_uri is not None else self.last
+
+    def to_json(self) -> dict[str, Any]:
+        """The position as a cursor holds it: the token (bytes as URL-safe base64), its type, the count, the digest."""
+        token = self.token
+        if isinstance(token, bytes):
+            return {"tb": base64.urlsafe_b64encode(token).decode("ascii"), "n": self.listed, "u": self.digest}
+        return {"ts": token, "n": self.listed, "u": self.digest}
+
+    @classmethod
+    def from_json(cls, raw: Any) -> TokenPosition:
+        """The position a cursor held; raises :class:`BadPosition` for anything :meth:`to_json` does not write."""
+        if not isinstance(raw, dict) or set(raw) not in ({"tb", "n", "u"}, {"ts", "n", "u"}):
+            raise BadPosition("not a token position")
+        listed, last = raw["n"], raw["u"]
+        if not isinstance(listed, int) or isinstance(listed, bool) or listed < 0 or not isinstance(last, str):
+            raise BadPosition("bad token position")
+        token: str | bytes | None
+        if "tb" in raw:
+            if not isinstance(raw["tb"], str):
+                raise BadPosition("bad token")
+            try:
+                token = base64.urlsafe_b64decode(raw["tb"].encode("ascii"))
+            except (binascii.Error, ValueError) as exc:
+                raise BadPosition("bad token") from exc
+        else:
+            token = raw["ts"]
+            if token is not None and not isinstance(token, str):
+                raise BadPosition("bad token")
+        if token is not None and token_bytes(token) > MAX_TOKEN_BYTES:
+            raise BadPosition("token too long")
+        return cls(token, listed, last)
+
+
+def uri_digest(uri: str) -> str:
+    """A short digest of a listed URI, for a :class:`TokenPosition` (not memoized: URIs do not recur like bindings)."""
+    digest = hashlib.sha256(uri.encode("utf-8", "surrogatepass")).digest()[:12]
+    return base64.urlsafe_b64encode(digest).decode("ascii")
+
+
+def token_bytes(token: str | bytes) -> int:
+    """The size of a continuation token, as :data:`MAX_TOKEN_BYTES` counts it."""
+    return len(token) if isinstance(token, bytes) else len(token.encode("utf-8", "surrogatepass"))

@@ -66,9 +66,17 @@ class URITemplate:
                 pattern.append(f"(?P<{_group(part.name)}>{part.char_class}+)")
         return re.compile("".join(pattern), re.DOTALL)
 
-    @property
+    @cached_property
     def variables(self) -> tuple[str, ...]:
-        return tuple(p.name for p in self.parts if isinstance(p, Variable))
+        return tuple(p.name for p in self._variable_parts)
+
+    @cached_property
+    def _variable_parts(self) -> tuple[Variable, ...]:
+        return tuple(p for p in self.parts if isinstance(p, Variable))
+
+    @cached_property
+    def _groups(self) -> tuple[str, ...]:
+        return tuple(_group(name) for name in self.variables)
 
     @property
     def literal_prefix(self) -> str:
@@ -88,11 +96,23 @@ class URITemplate:
         """Return the decoded variables when ``uri`` matches the template, else ``None``."""
         if len(uri) > MAX_URI_LENGTH:
             return None
+        if len(self._variable_parts) == 1:  # the usual template: one anchored expression, one group
+            m = self.regex.fullmatch(uri)
+            if m is None:
+                return None
+            (part,) = self._variable_parts
+            raw = m.group(self._groups[0])
+            if part.reserved or "%" not in raw:
+                return {part.name: raw}
+            try:
+                return {part.name: unquote(raw, errors="strict")}
+            except UnicodeDecodeError:
+                return None  # percent-escapes that are not UTF-8 name no resource
         spans = self._variable_spans(uri)
         if spans is None:
             return None
         values = {}
-        for part, (start, end) in zip((p for p in self.parts if isinstance(p, Variable)), spans, strict=True):
+        for part, (start, end) in zip(self._variable_parts, spans, strict=True):
             raw = uri[start:end]
             try:
                 values[part.name] = raw if part.reserved else unquote(raw, errors="strict")
@@ -103,11 +123,11 @@ class URITemplate:
 
     def _variable_spans(self, uri: str) -> list[tuple[int, int]] | None:
         """The ``(start, end)`` of each variable in ``uri``, as a greedy regular expression would match them."""
-        if len(self.variables) < 2:
+        if len(self._variable_parts) < 2:
             m = self.regex.fullmatch(uri)
             if m is None:
                 return None
-            return [m.span(_group(name)) for name in self.variables]
+            return [m.span(group) for group in self._groups]
         n = len(uri)
         parts = self.parts
         # ok[j][i]: uri[i:] matches parts[j:]. Filled backwards, one linear pass per part.
@@ -157,8 +177,35 @@ class URITemplate:
             for part in self.parts
         )
 
+    @cached_property
+    def _one_variable(self) -> tuple[str, str, str, str] | None:
+        """``(literal before, variable name, characters kept, literal after)`` of a template with one variable."""
+        names = [name for _, name, _ in self.expansion if name is not None]
+        if len(names) != 1:
+            return None
+        before = after = ""
+        seen = False
+        keep = ""
+        for literal, name, safe in self.expansion:
+            if name is not None:
+                seen, keep = True, safe
+            elif seen:
+                after += literal
+            else:
+                before += literal
+        return before, names[0], keep, after
+
     def expand(self, variables: Mapping[str, object]) -> str:
         """Expand the template; ``{var}`` values are percent-encoded, ``{+var}`` keep reserved characters."""
+        one = self._one_variable
+        if one is not None:  # the usual template, without the loop
+            before, only, kept, after = one
+            value = variables[only]
+            if type(value) is int:
+                return before + str(value) + after
+            if type(value) is str and _kept(kept).fullmatch(value):
+                return before + value + after
+            return before + quote(str(value), safe=kept) + after
         out = []
         for literal, name, safe in self.expansion:
             if name is None:
@@ -167,8 +214,14 @@ class URITemplate:
             if name not in variables:
                 raise KeyError(name)
             value = variables[name]
-            # An integer's digits and sign are unreserved: quote() would return them unchanged.
-            out.append(str(value) if type(value) is int else quote(str(value), safe=safe))
+            # An integer's digits and sign are unreserved, and so is text made only of characters quote() keeps:
+            # quote() would return them unchanged.
+            if type(value) is int:
+                out.append(str(value))
+            elif type(value) is str and _kept(safe).fullmatch(value):
+                out.append(value)
+            else:
+                out.append(quote(str(value), safe=safe))
         return "".join(out)
 
     def __str__(self) -> str:
@@ -176,10 +229,17 @@ class URITemplate:
 
 
 @cache
+def _kept(safe: str) -> re.Pattern[str]:
+    """Text that ``quote(text, safe=safe)`` returns unchanged: ASCII letters, digits, ``_.-~`` and ``safe``."""
+    return re.compile("[A-Za-z0-9_.\\-~" + re.escape(safe) + "]*")
+
+
+@cache
 def _run_regex(char_class: str) -> re.Pattern[str]:
     return re.compile(f"{char_class}+", re.DOTALL)
 
 
+@cache
 def _group(name: str) -> str:
     return "v_" + re.sub(r"[^A-Za-z0-9_]", lambda m: f"_{ord(m.group()):x}_", name)
 

@@ -15,7 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from mcp_resources.access import PUBLIC, authorize, may_access
+from mcp_resources.access import PROTECTED, PUBLIC, authorize, may_access
+from mcp_resources.caching import MAX_TTL_MS, NO_CACHE, PRIVATE_SCOPE, PUBLIC_SCOPE, CacheHint, combine, default_hint
 from mcp_resources.conf import mcp_settings
 from mcp_resources.exceptions import (
     RESOURCE_NOT_FOUND_2025_11_25,
@@ -51,7 +52,7 @@ from mcp_resources.protocol.versions import (
 )
 from mcp_resources.registries import ResourceRegistry
 from mcp_resources.registries import registry as default_registry
-from mcp_resources.resources import ModelResourceTemplate, ResourceTemplate, normalize_contents
+from mcp_resources.resources import ModelResourceTemplate, ResourceRepository, ResourceTemplate, normalize_contents
 from mcp_resources.server.context import CallContext
 
 logger = logging.getLogger("mcp_resources.server")
@@ -207,11 +208,15 @@ class MCPServer:
         prefix = prefix_param(params)
         all_sources = self.sources()
         sources = self.accessible_sources(ctx)
-        scope, ttl = self.list_cache_hints(ctx, sources, has_inventory=bool(all_sources))
+        hints = self.source_hints(ctx, sources) if ctx.stateless else {}
         skeleton: dict[str, Any] = {"resources": []}
         if ctx.stateless:
+            # The largest lifetime a page could be given: the byte bound then holds whatever the page's comes to.
             skeleton.update(
-                ttlMs=ttl, cacheScope=scope, resultType="complete", _meta={SERVER_INFO_META: mcp_settings.server_info}
+                ttlMs=MAX_TTL_MS,
+                cacheScope=PRIVATE_SCOPE,
+                resultType="complete",
+                _meta={SERVER_INFO_META: mcp_settings.server_info},
             )
         page = list_page(
             ctx.request,
@@ -233,23 +238,49 @@ class MCPServer:
         if page.next_cursor is not None:
             result["nextCursor"] = page.next_cursor
         if ctx.stateless:
-            result["ttlMs"] = ttl
-            result["cacheScope"] = scope
+            default_ttl = mcp_settings.public_cache_ttl_ms
+
+            def static_ttl(resource: dict[str, Any]) -> int:
+                declared = self.static_hint(resource["uri"])
+                return default_ttl if declared is None else declared.ttl_ms
+
+            result["ttlMs"] = page.ttl_ms(hints, static_ttl, default_ttl)
+            result["cacheScope"] = self.list_scope(ctx, hints, prefix)
         return result
 
-    def list_cache_hints(
-        self, ctx: CallContext, sources: list[ResourceTemplate], has_inventory: bool
-    ) -> tuple[str, int]:
-        """Combine the sources' hints: private wins, the smallest ttl applies; inventories are private, ttl 0."""
-        if has_inventory:
-            return "private", 0
-        scope = "private" if ctx.principal.authenticated else "public"
-        ttls = [mcp_settings.public_cache_ttl_ms]
+    def source_hints(self, ctx: CallContext, sources: list[ResourceTemplate]) -> dict[str, CacheHint]:
+        """The cache hint of each source's listing: a repository's declared one (not cached when it declares none);
+        a caller's inventory (a model template, a ``list()`` callback) is private and not cached, whatever its
+        template declares (../seeds/private-inventories.txt)."""
+        hints = {}
         for source in sources:
-            source_scope, source_ttl = source.cache_control(ctx.request)
-            scope = "private" if source_scope == "private" else scope
-            ttls.append(max(0, int(source_ttl)))
-        return scope, min(ttls)
+            declared = source.get_cache_hint(ctx.request) if isinstance(source, ResourceRepository) else None
+            hints[source.name] = declared or NO_CACHE
+        return hints
+
+    def static_hint(self, uri: str) -> CacheHint | None:
+        """The cache hint declared for the static resource ``uri`` (code-registered ones may declare one)."""
+        resource = self.registry.get_resource(uri)
+        return None if resource is None else resource.get_cache_hint()
+
+    def list_scope(self, ctx: CallContext, hints: dict[str, CacheHint], prefix: str) -> str:
+        """The ``cacheScope`` of every page of one listing: private when any of its sources' hints is (a caller's
+        inventory always is), or when a static resource the caller may list is protected or declares it; public
+        otherwise. Decided from the sources, never from a page's entries: every page of a list has the same scope.
+        """
+        if any(hint.private for hint in hints.values()):
+            return PRIVATE_SCOPE
+        principal = ctx.principal
+        for resource in self.registry.iter_resources():
+            listed = resource.uri.startswith(prefix) and may_access(resource.access, resource.scopes, principal)
+            if listed and (resource.get_cache_hint() or default_hint(resource.access)).private:
+                return PRIVATE_SCOPE
+        if principal.authenticated:
+            # Admin rows declare no hint: protected ones make the listing private (asked only when nothing else does).
+            protected = StaticResource.objects.filter(enabled=True, access=PROTECTED, uri__startswith=prefix)
+            if protected.exists():
+                return PRIVATE_SCOPE
+        return PUBLIC_SCOPE
 
     # resources/templates/list ----------------------------------------------------------------------------
 
@@ -267,9 +298,20 @@ class MCPServer:
         if start + limit < len(discoverable):
             result["nextCursor"] = make_cursor(self.codec, bound, start + limit, started)
         if ctx.stateless:
-            result["ttlMs"] = mcp_settings.public_cache_ttl_ms
-            result["cacheScope"] = "public"
+            result.update(self.templates_hint(ctx, discoverable, page).fields())
         return result
+
+    def templates_hint(
+        self, ctx: CallContext, discoverable: list[ResourceTemplate], page: list[ResourceTemplate]
+    ) -> CacheHint:
+        """The hint of a ``resources/templates/list`` page: the templates' declared hints combined (a template
+        without one counts as public with ``PUBLIC_CACHE_TTL_MS``), the scope over every page of the listing, the
+        lifetime over the templates on this page."""
+        default = CacheHint(PUBLIC_SCOPE, mcp_settings.public_cache_ttl_ms)
+        declared = {template.name: template.get_cache_hint(ctx.request) for template in discoverable}
+        scope = combine((hint for hint in declared.values() if hint is not None), default).scope
+        ttl = combine((declared[template.name] or default for template in page), default).ttl_ms
+        return CacheHint(scope, ttl)
 
     # resources/read --------------------------------------------------------------------------------------
 
@@ -283,19 +325,23 @@ class MCPServer:
         static, template, variables = self.resolve(uri, ctx)
         if template is None:
             contents, mime_type = static.read(ctx.request), static.mime_type or None
-            scope = "public" if static.access == PUBLIC else "private"
         else:
             try:
                 contents = template.read(ctx.request, uri, variables)
             except ResourceNotFound:
                 raise self.not_found(uri, ctx) from None
             mime_type = template.mime_type
-            scope = "public" if template.access == PUBLIC else "private"
         result: dict[str, Any] = {"contents": normalize_contents(contents, uri=uri, mime_type=mime_type)}
         if ctx.stateless:
-            result["ttlMs"] = 0
-            result["cacheScope"] = scope
+            result.update(self.read_hint(ctx, static, template).fields())
         return result
+
+    def read_hint(self, ctx: CallContext, static: Any, template: ResourceTemplate | None) -> CacheHint:
+        """The hint of a read: what the template (or the static resource) declares; without one, not cached, and
+        public when anyone may read it."""
+        if template is not None:
+            return template.get_cache_hint(ctx.request) or default_hint(template.access)
+        return static.get_cache_hint() or default_hint(static.access)
 
     def resolve(self, uri: str, ctx: CallContext) -> tuple[Any, ResourceTemplate | None, Any]:
         """Route ``uri`` to a static resource or a template, and authorize the caller for it.

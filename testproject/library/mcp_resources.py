@@ -7,9 +7,12 @@ from typing import Any
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from mcp_resources import ModelResourceTemplate, register
+from mcp_resources import ModelResourceTemplate, ResourceNotFound, ResourceRepository, register
 from mcp_resources.drf import from_viewset
+from mcp_resources.exceptions import PageTokenRejected
+from mcp_resources.resources import RepositoryPage
 from testproject.library.api import BookmarkViewSet
+from testproject.library.handbook import DirectoryPager, ExpiredToken
 from testproject.library.models import Document, Note
 
 
@@ -45,6 +48,7 @@ class NoteResource(ModelResourceTemplate):
     access = "protected"
     ordering = ("title", "id")
     name_field = "title"
+    modified_field = "updated"  # listed as annotations.lastModified, read in the same page query
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Note]:
         return Note.objects.filter(owner_id=request.user.pk)
@@ -67,3 +71,49 @@ BookmarkResource = register(
         name_field="title",
     )
 )
+
+
+@register
+class HandbookRepository(ResourceRepository):
+    """The handbook's pages (files shipped with the demo), the same for every reader, listed after the notes.
+
+    The pager continues with an opaque token of its own; it travels sealed inside the client's cursor.
+    """
+
+    name = "handbook"
+    uri_template = "handbook://pages/{page}"
+    title = "Handbook"
+    description = "The demo library's handbook, the same for every reader."
+    mime_type = "text/markdown"
+    required_scopes = ("documents:read",)
+    pager = DirectoryPager()
+
+    def cache_control(self, request: HttpRequest) -> tuple[str, int]:
+        return ("public", 60_000)  # the same pages for everyone, changed only by a deployment
+
+    def list_page(
+        self, request: HttpRequest, *, token: str | bytes | None, limit: int, prefix: str, deadline: float
+    ) -> RepositoryPage:
+        if token is not None and not isinstance(token, bytes):
+            raise PageTokenRejected("not a token of this pager")
+        try:
+            files, next_token = self.pager.page(token, max_results=limit)
+        except ExpiredToken as exc:
+            raise PageTokenRejected(str(exc)) from None
+        resources = [
+            {
+                "uri": self.compiled.expand({"page": file.name.removesuffix(".md")}),
+                "name": file.name,
+                "mimeType": "text/markdown",
+                "size": file.size,
+                "annotations": {"audience": ["user", "assistant"], "lastModified": file.modified},
+            }
+            for file in files
+        ]
+        return RepositoryPage(resources, next_token)
+
+    def read(self, request: HttpRequest, uri: str, variables: Any) -> Any:
+        content = self.pager.read(f"{variables['page']}.md")
+        if content is None:
+            raise ResourceNotFound()
+        return content.decode("utf-8")

@@ -31,6 +31,7 @@ class Note(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notes", db_index=False)
     title = models.CharField(max_length=200)
     text = models.TextField(blank=True)
+    updated = models.DateTimeField(auto_now=True)  # the demo's modified_field: annotations.lastModified
 
     class Meta:
         indexes = [models.Index(fields=["owner", "title", "id"], name="library_note_owner_keyset")]
