@@ -1,0 +1,16 @@
+"""Django settings for ``bench_delivery.py``: the demo's settings (authenticated callers, access checks, the Redis
+channel layer and cache of ``MCP_REDIS_URL``, the SQLite file of ``MCP_DEMO_DB``) with ``STREAMS_PER_CALLER``
+raised.
+
+Every listener of a document holds its owner's token, so a few users hold hundreds or thousands of streams each;
+the default limit (10 streams per caller and process) would refuse the 11th. Nothing else differs from
+``testproject.settings``: the channel layer (``capacity`` 100, ``socket_timeout`` 30, ``max_connections`` 1000) is
+the demo's, and the bare consumer (``bare_consumer.py``) runs on the same settings.
+"""
+
+from __future__ import annotations
+
+from testproject.settings import *  # noqa: F403
+from testproject.settings import MCP_RESOURCES as _DEMO_MCP_RESOURCES
+
+MCP_RESOURCES = {**_DEMO_MCP_RESOURCES, "STREAMS_PER_CALLER": 1_000_000}
