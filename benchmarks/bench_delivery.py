@@ -24,8 +24,9 @@ For each N (500 and 5,000) and each rate R of its sweep (500: 10, 20, 40, ... up
 for each server (the first alternating), in a fresh server process: warm up (one listener per document and one
 update of each), open the N listeners, then a publisher process (Django on the same settings and layer) calls the
 public ``mcp_resources.subscriptions.notify_resource_updated(uri)`` R times a second for ``--duration`` seconds,
-round-robin over the documents (open loop: publication ``k`` is due at ``start + k / R``; ``--publisher-threads``
-threads, each owning a fixed subset of the documents so that the publications of one URI keep their order), and
+round-robin over the documents (open loop: publication ``k`` is due at ``start + k / R``; ``--publisher-lanes``
+at once, each owning a fixed subset of the documents so that the publications of one URI keep their order; from
+the worker threads of one event loop, as a view of an ASGI worker publishes, or ``--publisher-mode threads``), and
 records the time of every publication (``CLOCK_MONOTONIC``, which every process of the machine shares). Once it is
 done the listeners get up to ``--drain`` seconds (less once every listener has what it was owed, or after
 ``--quiet`` seconds without a receipt) for what is still on its way.
@@ -379,57 +380,91 @@ def run_publisher(config: dict[str, Any]) -> None:
     """``notify_resource_updated`` ``rate`` times a second for ``duration`` seconds, round-robin over ``uris``.
 
     Prints READY once Django is set up, starts on a line from stdin, then prints one JSON object: every
-    publication as (time just before the call, index of its URI), the call times and the lateness.
+    publication as (time just before the call, index of its URI), the call times and the lateness. ``lanes``
+    publish at once, lane ``j`` the publications ``k`` with ``k % lanes == j`` (whole documents, in order).
+
+    Mode ``loop`` (default) calls the public function from the worker threads of one long-lived event loop, as a
+    view of an ASGI worker would: ``async_to_sync`` inside it runs the layer's ``group_send`` on that loop, on the
+    layer's pooled connections. Mode ``threads`` calls it from plain threads, as a management command or a WSGI
+    worker would: each call gets an event loop and a Redis connection of its own (about 4 ms a call here), so this
+    publisher tops out at a few hundred updates a second on two cores.
     """
     import django
 
     django.setup()
+    from asgiref.sync import sync_to_async
+
     from mcp_resources.subscriptions import notify_resource_updated
 
     uris: list[str] = config["uris"]
-    rate, duration, threads = float(config["rate"]), float(config["duration"]), int(config["threads"])
+    rate, duration, lanes = float(config["rate"]), float(config["duration"]), int(config["lanes"])
     total = max(1, round(rate * duration))
-    print("READY", flush=True)
-    sys.stdin.readline()
-    start = now() + 0.2
-    lock = threading.Lock()
     publications: list[tuple[float, int]] = []
     calls: list[float] = []
     late: list[float] = []
     errors: list[str] = []
 
-    def worker(index: int) -> None:
-        mine_pubs, mine_calls, mine_late = [], [], []
-        for k in range(index, total, threads):
+    def timed(uri: str) -> tuple[float, float]:
+        t = now()
+        notify_resource_updated(uri)  # the public API logs its failures and never raises
+        return t, now() - t
+
+    def record(k: int, due: float, t: float, took: float) -> None:
+        publications.append((t, k % len(uris)))
+        calls.append(took)
+        late.append(max(0.0, t - due))
+
+    async def lane(index: int, start: float) -> None:
+        for k in range(index, total, lanes):
+            due = start + k / rate
+            delay = due - now()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            try:
+                t, took = await sync_to_async(timed, thread_sensitive=False)(uris[k % len(uris)])
+            except Exception as exc:
+                errors.append(f"{type(exc).__name__}: {exc}")
+                continue
+            record(k, due, t, took)
+
+    def thread_lane(index: int, start: float) -> None:
+        for k in range(index, total, lanes):
             due = start + k / rate
             delay = due - now()
             if delay > 0:
                 time.sleep(delay)
-            t = now()
             try:
-                notify_resource_updated(uris[k % len(uris)])
-            except Exception as exc:  # the public API logs and never raises; kept for safety
-                with lock:
-                    errors.append(f"{type(exc).__name__}: {exc}")
+                t, took = timed(uris[k % len(uris)])
+            except Exception as exc:
+                errors.append(f"{type(exc).__name__}: {exc}")
                 continue
-            mine_calls.append(now() - t)
-            mine_pubs.append((t, k % len(uris)))
-            mine_late.append(max(0.0, t - due))
-        with lock:
-            publications.extend(mine_pubs)
-            calls.extend(mine_calls)
-            late.extend(mine_late)
+            record(k, due, t, took)  # list.append is atomic
 
-    workers = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(threads)]
-    for thread in workers:
-        thread.start()
-    for thread in workers:
-        thread.join()
+    async def run_loop() -> None:
+        # One publication first, untimed: the loop's connections to Redis are opened before the schedule starts.
+        await sync_to_async(notify_resource_updated, thread_sensitive=False)("learn://documents/warm-up")
+        print("READY", flush=True)
+        await asyncio.to_thread(sys.stdin.readline)
+        start = now() + 0.2
+        await asyncio.gather(*(lane(i, start) for i in range(lanes)))
+
+    if config.get("mode", "loop") == "loop":
+        asyncio.run(run_loop())
+    else:
+        print("READY", flush=True)
+        sys.stdin.readline()
+        start = now() + 0.2
+        workers = [threading.Thread(target=thread_lane, args=(i, start), daemon=True) for i in range(lanes)]
+        for thread in workers:
+            thread.start()
+        for thread in workers:
+            thread.join()
     publications.sort()
     span = publications[-1][0] - publications[0][0] if len(publications) > 1 else 0.0
     out = {
         "publications": publications,
         "asked": total,
+        "mode": config.get("mode", "loop"),
         "achieved_rate": (len(publications) - 1) / span if span > 0 else None,
         "call_ms_p50": statistics.median(calls) * 1e3 if calls else None,
         "call_ms_max": max(calls) * 1e3 if calls else None,
@@ -441,7 +476,13 @@ def run_publisher(config: dict[str, Any]) -> None:
 
 
 async def publish(env: dict[str, str], uris: list[str], rate: float, args: argparse.Namespace) -> dict[str, Any]:
-    config = {"uris": uris, "rate": rate, "duration": args.duration, "threads": args.publisher_threads}
+    config = {
+        "uris": uris,
+        "rate": rate,
+        "duration": args.duration,
+        "lanes": args.publisher_lanes,
+        "mode": args.publisher_mode,
+    }
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         __file__,
@@ -482,18 +523,19 @@ async def publish(env: dict[str, str], uris: list[str], rate: float, args: argpa
 # One measurement -----------------------------------------------------------------------------------------
 
 
-def match(listener: Listener, publications: list[float]) -> tuple[list[float], int]:
-    """Latencies of the receipts matched in order to ``publications`` (of the listener's URI), and the extras."""
-    latencies: list[float] = []
+def match(listener: Listener, publications: list[float]) -> tuple[list[tuple[int, float]], int]:
+    """The receipts matched in order to ``publications`` (of the listener's URI) as (position, latency), and the
+    extras (receipts with no publication before them left to match)."""
+    matched: list[tuple[int, float]] = []
     extra = 0
     index = 0
     for got in listener.received:
         if index < len(publications) and publications[index] <= got + 0.001:
-            latencies.append(max(0.0, got - publications[index]))
+            matched.append((index, max(0.0, got - publications[index])))
             index += 1
         else:
             extra += 1
-    return latencies, extra
+    return matched, extra
 
 
 async def drain(crowd: Crowd, owed: dict[str, int], args: argparse.Namespace) -> float:
@@ -550,8 +592,10 @@ async def measure(
     cpu0, client0 = proc_cpu_seconds(pid), resource.getrusage(resource.RUSAGE_SELF)
     published = await publish(env, uris, rate, args)
     by_uri: dict[str, list[float]] = {uri: [] for uri in uris}
-    for t, index in published["publications"]:
+    global_index: dict[str, list[int]] = {uri: [] for uri in uris}
+    for k, (t, index) in enumerate(published["publications"]):
         by_uri[uris[index]].append(t)
+        global_index[uris[index]].append(k)
     owed = {uri: len(times) for uri, times in by_uri.items()}
     drain_s = await drain(crowd, owed, args)
     cpu_s = proc_cpu_seconds(pid) - cpu0
@@ -562,9 +606,15 @@ async def measure(
     expected = sum(owed[listener.uri] for listener in crowd.listeners)
     latencies: list[float] = []
     extra = short = 0
+    # Per publication: deliveries and the slowest of them (the fan-out time), to see when a run started to fall.
+    per_publication: list[list[float]] = [[0, 0.0] for _ in published["publications"]]
     for listener in crowd.listeners:
         matched, extras = match(listener, by_uri[listener.uri])
-        latencies += matched
+        for position, latency in matched:
+            latencies.append(latency)
+            slot = per_publication[global_index[listener.uri][position]]
+            slot[0] += 1
+            slot[1] = max(slot[1], latency)
         extra += extras
         short += len(matched) < owed[listener.uri]
     ended = [listener for listener in crowd.listeners if listener.ended is not None]
@@ -602,6 +652,11 @@ async def measure(
         "rss_before_kb": before["VmRSS"],
         "rss_after_kb": after["VmRSS"],
         "threads_after": after["Threads"],
+        # [published at (s from the first), deliveries, slowest delivery (ms)] per publication
+        "per_publication": [
+            [round(t - published["publications"][0][0], 3), int(count), round(slowest * 1e3, 1)]
+            for (t, _), (count, slowest) in zip(published["publications"], per_publication, strict=True)
+        ],
     }
     share = result["delivered_share"]
     print(
@@ -641,8 +696,9 @@ async def run_all(
                 with uvicorn_server(kind, label, env) as (process, port, log):
                     run = await measure(kind, process.pid, port, n, rate, plan, env, args)
                 run["log"] = log_summary(log)
-                if run["log"]["first"]:
-                    print(f"    {kind} server log ({run['log']['lines']} lines): {run['log']['first'][:3]}")
+                noted = [line for line in run["log"]["first"] if "graceful shutdown exceeded" not in line]
+                if noted:  # (uvicorn cancels the streams still open at shutdown: not worth a line)
+                    print(f"    {kind} server log ({run['log']['lines']} lines): {noted[:3]}")
                 runs.append(run)
                 if not full(run):
                     fallen.add(kind)
@@ -708,7 +764,14 @@ def main() -> None:
     parser.add_argument("--documents", type=int, default=20)
     parser.add_argument("--users", type=int, default=4, help="owners of the documents (round-robin)")
     parser.add_argument("--tokens", choices=["shared", "distinct"], default="shared")
-    parser.add_argument("--publisher-threads", type=int, default=4, help="must divide --documents")
+    parser.add_argument("--publisher-lanes", type=int, default=20, help="publications at once; must divide --documents")
+    parser.add_argument(
+        "--publisher-mode",
+        choices=["loop", "threads"],
+        default="loop",
+        help="loop: from the worker threads of one event loop (an ASGI view); threads: plain threads, a new event "
+        "loop and Redis connection per call (a management command)",
+    )
     parser.add_argument("--concurrency", type=int, default=64, help="handshakes under way at once")
     parser.add_argument("--settle", type=float, default=1.0)
     parser.add_argument("--connect-timeout", type=float, default=60.0)
@@ -723,8 +786,8 @@ def main() -> None:
     if args.role == "publisher":
         run_publisher(json.loads(args.config))
         return
-    if args.documents % args.publisher_threads:
-        parser.error("--publisher-threads must divide --documents (each thread owns whole documents)")
+    if args.documents % args.publisher_lanes:
+        parser.error("--publisher-lanes must divide --documents (each lane owns whole documents)")
 
     if args.quick:
         args.listeners, args.duration, args.rates_500 = "500", min(args.duration, 10.0), "10,20,40,80"

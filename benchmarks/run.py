@@ -7,7 +7,7 @@ and ratios), merges their results into ``benchmarks/results/latest.json``, draws
 ``docs/performance.md`` (between ``<!-- results:start -->`` and ``<!-- results:end -->``, added at the end of the
 file when missing); then drops the database (``--keep-db`` keeps it). ``--quick`` uses 1e3/1e4/1e5 documents and
 fewer, shorter rounds (a few minutes in all); ``--only`` selects items (with ``--no-doc`` to keep the page's
-results section, which holds the items of one run). Item 6 (listeners) needs Redis on
+results section, which holds the items of one run). Items 6 (listeners) and delivery need Redis on
 127.0.0.1:6379 and no benchmark database. Only ratios measured within one run are results: absolute times drift
 by about 30% between runs here.
 """
@@ -86,6 +86,13 @@ ITEMS: dict[str, dict[str, Any]] = {
         "full": ["--full"],
         "quick": [],
         "timeout": 1800,
+        "fixture": False,
+    },
+    "delivery": {
+        "script": "bench_delivery.py",
+        "full": [],
+        "quick": ["--quick"],
+        "timeout": 3600,
         "fixture": False,
     },
 }
@@ -248,6 +255,25 @@ def summarize(results: dict[str, Any]) -> list[dict[str, Any]]:
             add(
                 "6",
                 f"publish-to-receive p99 at {n} listeners / bare Channels AsyncHttpConsumer",
+                p["p99_ratio"],
+                targets["p99_ratio"],
+                True,
+            )
+    delivery = results.get("delivery")
+    if delivery:
+        targets = delivery["targets"]
+        for p in delivery["points"]:
+            at = f"{p['listeners']:,} listeners on 20 documents, {p['rate']:g} updates/s"
+            add(
+                "delivery",
+                f"notifications delivered at {at} / bare Channels AsyncHttpConsumer",
+                p["delivered_ratio"],
+                targets["delivered_ratio"],
+                False,
+            )
+            add(
+                "delivery",
+                f"publish-to-receive p99 at {at} / bare Channels AsyncHttpConsumer",
                 p["p99_ratio"],
                 targets["p99_ratio"],
                 True,
@@ -535,6 +561,19 @@ def markdown_results(latest: dict[str, Any]) -> str:
                 f"MiB ({r['kb_per_listener']:.1f} KB each), {r['delivered']:,}/{r['expected']:,} delivered, "
                 f"p50 {r['p50_ms']:.0f} ms, p99 {r['p99_ms']:.0f} ms, server CPU "
                 f"{r['server_cpu_us_per_delivery']:.0f} µs/delivery, {r['ended_by_server']} streams ended early."
+            )
+    delivery = results.get("delivery")
+    if delivery:
+        for r in delivery["servers"]:
+            below = (
+                f"first below at {r['first_rate_below']:g}/s ({r['share_at_first_below']:.1%} delivered)"
+                if r["first_rate_below"] is not None
+                else f"none below up to {max(r['rates']):g}/s"
+            )
+            highest = "none" if r["highest_full_rate"] is None else f"{r['highest_full_rate']:g}/s"
+            other.append(
+                f"- Delivery, {r['server']}, {r['listeners']:,} listeners: highest update rate with 100% delivered "
+                f"{highest}, {below}."
             )
     if other:
         lines += ["", "Medians behind the other ratios (absolute values are only comparable within this run):", ""]
