@@ -36,6 +36,7 @@ DEFAULTS: dict[str, Any] = {
     "URIS_PER_LISTEN": 100,
     "STREAM_SEND_TIMEOUT_SECONDS": 10.0,
     "STREAM_KEEPALIVE_SECONDS": 15.0,
+    "STREAM_QUEUE_SIZE": 256,
     # OAuth resource server (docs/oauth.md)
     "AUTHORIZATION_SERVERS": [],
     "ACCEPT_TOKENS_WITHOUT_RESOURCE": False,
@@ -62,7 +63,6 @@ RENAMED: dict[str, str] = {
 
 REMOVED: dict[str, str] = {
     "SUBJECT_FIELD": "override OAuth2Authentication.get_subject() instead",
-    "STREAM_QUEUE_SIZE": "set the capacity of the channel layer in CHANNEL_LAYERS instead",
     "PREPARED_STATEMENTS": "psycopg prepares statements itself with server-side binding (docs/performance.md)",
     "ASGI_THREADS": "the app owns no thread pool any more (docs/deployment.md)",
 }
@@ -178,6 +178,11 @@ class Settings:
     @property
     def stream_send_timeout_seconds(self) -> float:
         return float(self._get("STREAM_SEND_TIMEOUT_SECONDS"))
+
+    @property
+    def stream_queue_size(self) -> int:
+        """Messages queued for one stream; a stream whose queue is full ends with a final message."""
+        return int(self._get("STREAM_QUEUE_SIZE"))
 
     @property
     def stream_keepalive_seconds(self) -> float:

@@ -316,6 +316,44 @@ class ModelResourceTemplate(ResourceTemplate):
         except (ObjectDoesNotExist, ValidationError, ValueError, TypeError, OverflowError) as exc:
             raise ResourceNotFound() from exc
 
+    @property
+    def decides_readers_in_one_query(self) -> bool:
+        """Whether :meth:`get_readers` may answer for several callers at once: access comes from ``owner_field``
+        alone (``get_queryset``, ``get_object`` and ``read`` are not overridden)."""
+        cls = type(self)
+        return (
+            self.owner_field is not None
+            and cls.get_queryset is ModelResourceTemplate.get_queryset
+            and cls.get_object is ModelResourceTemplate.get_object
+            and cls.read is ModelResourceTemplate.read
+        )
+
+    def get_readers(self, variables: Mapping[str, Any], owners: Sequence[Any]) -> set[Any]:
+        """Which of ``owners`` (user primary keys) may read the record for ``variables``, in one query.
+
+        The same answer as :meth:`get_object` through each owner's queryset, for templates where
+        :attr:`decides_readers_in_one_query`; change notifications use it to re-check many subscribers at once.
+        """
+        assert self.model is not None
+        assert self.owner_field is not None
+        lookups = {field: variables[var] for var, field in self.get_lookups().items()}
+        if not owners or any(isinstance(value, str) and "\x00" in value for value in lookups.values()):
+            return set()
+        path = owner_path(self.model, self.owner_field)
+        owners = list(dict.fromkeys(owners))
+        names = [f"mcp_reader_{index}" for index in range(len(owners))]
+        flags: dict[str, Any] = {}
+        for name, owner in zip(names, owners, strict=True):
+            condition = path.scope(owner)
+            flags[name] = condition if path.many_valued else models.ExpressionWrapper(condition, models.BooleanField())
+        try:
+            rows = list(self.base_queryset().filter(**lookups).annotate(**flags).values_list(*names)[:2])
+        except (ValidationError, ValueError, TypeError, OverflowError):
+            return set()
+        if len(rows) != 1:
+            return set()  # no record, or several (get_object finds none of them)
+        return {owner for owner, allowed in zip(owners, rows[0], strict=True) if allowed}
+
     def get_contents(self, request: HttpRequest, obj: models.Model) -> Any:
         """What ``resources/read`` returns for ``obj``: a str, bytes, a contents dict or a list of them."""
         return str(obj)

@@ -278,8 +278,9 @@ class Clock:
     """The ``time`` module as seen by the stream code and Channels' in-memory layer, ``offset`` seconds ahead.
 
     Installed with :meth:`install` (through pytest's ``monkeypatch``) in ``mcp_resources.transport.streams`` (token
-    expiry, keep-alive and group renewal timers) and ``channels.layers`` (group expiry). :meth:`advance` moves both
-    forward at once; everything else (``asyncio`` timers included) keeps the real clock.
+    expiry and keep-alive timers), ``mcp_resources.transport.fanout`` (group renewal) and ``channels.layers`` (group
+    expiry). :meth:`advance` moves them forward at once; everything else (``asyncio`` timers included) keeps the
+    real clock.
     """
 
     def __init__(self) -> None:
@@ -300,9 +301,10 @@ class Clock:
     def install(self, monkeypatch: pytest.MonkeyPatch) -> Clock:
         import channels.layers
 
-        from mcp_resources.transport import streams
+        from mcp_resources.transport import fanout, streams
 
         monkeypatch.setattr(streams, "time", self)
+        monkeypatch.setattr(fanout, "time", self)
         monkeypatch.setattr(channels.layers, "time", self)
         return self
 

@@ -489,7 +489,6 @@ def test_e013_listing_template_must_be_protected_and_discoverable():
         ("TOKEN_CACHE_TTL", "It was renamed 'TOKEN_CACHE_TTL_SECONDS'"),
         ("ASGI_THREADS", "It was removed: the app owns no thread pool any more"),
         ("SUBJECT_FIELD", "It was removed: override OAuth2Authentication.get_subject() instead"),
-        ("STREAM_QUEUE_SIZE", "It was removed: set the capacity of the channel layer in CHANNEL_LAYERS instead"),
         ("PREPARED_STATEMENTS", "It was removed: psycopg prepares statements itself"),
     ],
 )

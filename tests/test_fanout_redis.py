@@ -607,13 +607,14 @@ async def test_an_idle_stream_survives_redis_socket_timeouts(
     waited two seconds for the stream, as a read aborted by the default timeout has.
     """
     from mcp_resources.subscriptions import broker
-    from mcp_resources.transport import streams
+    from mcp_resources.transport import fanout, streams
 
     stream_settings(settings, STREAM_KEEPALIVE_SECONDS=30)
     redis_layer(settings, redis_url, host={"address": redis_url, "socket_timeout": 0.2})
-    monkeypatch.setattr(streams, "time", FastClock(10))
-    caplog.set_level(logging.DEBUG, logger="mcp_resources.subscriptions")
+    monkeypatch.setattr(fanout, "time", FastClock(10))  # the process's receive loop
     stream = await open_listen(await in_thread(make_token, alice), "idle")
+    # After the stream opened: building the ASGI application configures LOGGING again (django.setup()).
+    caplog.set_level(logging.DEBUG, logger="mcp_resources.subscriptions")
 
     def aborted_reads() -> int:
         return sum("receive failed" in record.getMessage() for record in caplog.records)

@@ -40,6 +40,7 @@ from tests.listing_support import (
     DocumentSource,
     TeamTicketSource,
     TicketSource,
+    anonymous,
     assert_cut_by_the_deadline,
     computed,
     configure,
@@ -398,6 +399,32 @@ def test_a_membership_scope_is_one_page_query_with_an_exists_subquery(alice, bob
         outer = sql.split("EXISTS", 1)[0]
         assert "project_members" not in outer, sql  # the memberships are not joined: no row is repeated
         assert "library_membership" not in outer, sql
+
+
+@pytest.mark.parametrize("template", [OwnedDocuments, *MEMBERSHIP_TEMPLATES], ids=lambda t: t.__name__)
+def test_access_decided_for_many_callers_at_once_is_what_each_caller_is_decided(alice, bob, carol, template):
+    """``MCPServer.may_read_each`` (one change, many subscribers) answers exactly as ``may_read`` caller by caller,
+    in one query for the record whatever the number of callers; a caller without the scope, an anonymous caller
+    and URIs of no record are among them."""
+    make_projects(alice, bob, carol)
+    make(alice, 2)
+    make(bob, 1)
+    server = server_for(template)
+    assert template.model is not None
+    callers = [context(alice), context(bob), context(carol), anonymous(), context(alice, scopes=()), context(bob)]
+    pks = list(template.model._default_manager.order_by("pk").values_list("pk", flat=True)[:8])
+    uris = [template.uri_template.replace("{id}", str(pk)) for pk in [*pks, 10**9, "x"]]
+    seen_both = set()
+    for uri in uris:
+        expected = [server.may_read(uri, ctx) for ctx in callers]
+        with CaptureQueriesContext(connection) as queries:
+            assert server.may_read_each(uri, callers) == expected, uri
+        record_queries = [q for q in queries.captured_queries if template.model._meta.db_table in q["sql"]]
+        assert len(record_queries) <= 1, record_queries
+        seen_both |= set(expected)
+    assert seen_both == {True, False}, "the data must give some callers access and refuse others"
+    assert template().decides_readers_in_one_query
+    assert not computed(template)().decides_readers_in_one_query  # an overridden get_queryset: caller by caller
 
 
 def test_subscription_access_checks_follow_membership_changes(alice, bob, carol):

@@ -39,6 +39,7 @@ from mcp_resources.listing.completion import (
 )
 from mcp_resources.listing.pipeline import binding, list_page, open_cursor
 from mcp_resources.models import StaticResource
+from mcp_resources.ownership import owner_of
 from mcp_resources.protocol import jsonrpc
 from mcp_resources.protocol.cursors import CursorCodec, make_cursor
 from mcp_resources.protocol.uris import MAX_URI_LENGTH, validate_uri
@@ -393,6 +394,39 @@ class MCPServer:
             logger.exception("access check for %s failed", uri[:200])
             return False
         return True
+
+    def _readable(self, uri: str, ctx: CallContext) -> bool:
+        try:
+            self.check_readable(uri, ctx)
+        except MCPError:
+            return False
+        return True
+
+    def may_read_each(self, uri: str, contexts: list[CallContext]) -> list[bool]:
+        """:meth:`may_read` for several callers of one changed ``uri``, in as few queries as the template allows.
+
+        A model template whose access comes from ``owner_field`` alone answers for every caller in one query
+        (:meth:`ModelResourceTemplate.get_readers`); anything else is decided caller by caller. Unlike
+        :meth:`may_read`, an unexpected error is raised (a stream ends rather than miss an update silently).
+        """
+        if len(contexts) < 2:
+            return [self._readable(uri, ctx) for ctx in contexts]
+        try:
+            _static, template, variables = self.resolve(uri, contexts[0])
+        except MCPError:
+            template = None
+        if not isinstance(template, ModelResourceTemplate) or not template.decides_readers_in_one_query:
+            return [self._readable(uri, ctx) for ctx in contexts]
+        authorized: list[Any] = []
+        for ctx in contexts:
+            try:
+                authorize(template.access, template.scopes, ctx.principal)
+            except MCPError:
+                authorized.append(None)
+                continue
+            authorized.append(owner_of(ctx.request))
+        readers = template.get_readers(variables, [owner for owner in authorized if owner is not None])
+        return [owner is not None and owner in readers for owner in authorized]
 
     def subscribe(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
         """2025-11-25 ``resources/subscribe``: updates go to the session's GET stream."""

@@ -6,6 +6,11 @@ reaches only streams of the same process: configure ``channels_redis`` for sever
 
 Publishing never raises: a failure is logged. Who may receive an update is decided where it is delivered (each
 stream re-checks its caller's access), never here.
+
+Publications are numbered: each carries its publisher (``origin``: this process), a sequence number per group
+(``seq``) and when that sequence began (``since``, wall-clock seconds). A receiver that sees a number skipped knows
+the layer dropped a message (a channel over its ``capacity``) and ends the streams that would have received it
+with a final message, so no loss goes unnoticed (:mod:`mcp_resources.transport.fanout`).
 """
 
 from __future__ import annotations
@@ -13,7 +18,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import os
+import secrets
 import threading
+import time
+from collections import OrderedDict
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -61,6 +70,37 @@ def get_layer() -> Any:
         return _local_layer
 
 
+SEQUENCES_KEPT = 65536
+"""Groups whose sequence a publisher remembers; the least recently published one starts a new sequence."""
+
+_sequences: OrderedDict[str, tuple[float, int]] = OrderedDict()  # group -> (since, last seq)
+_sequence_lock = threading.Lock()
+_origin: tuple[int, str] = (0, "")
+
+
+def origin() -> str:
+    """This publisher: a fresh name in every process (a fork gets its own)."""
+    global _origin
+    pid = os.getpid()
+    if _origin[0] != pid:
+        with _sequence_lock:
+            if _origin[0] != pid:
+                _sequences.clear()
+                _origin = (pid, f"{pid}.{secrets.token_hex(6)}")
+    return _origin[1]
+
+
+def numbered(group: str, message: dict[str, Any]) -> dict[str, Any]:
+    """``message`` with this publisher's next number for ``group`` (see the module's docstring)."""
+    name = origin()
+    with _sequence_lock:
+        since, seq = _sequences.pop(group, (time.time(), 0))
+        _sequences[group] = (since, seq + 1)
+        while len(_sequences) > SEQUENCES_KEPT:
+            _sequences.popitem(last=False)
+    return {**message, "group": group, "origin": name, "since": since, "seq": seq + 1}
+
+
 _stream_loop: asyncio.AbstractEventLoop | None = None
 _pending: set[asyncio.Task[None]] = set()  # publications scheduled on the stream loop (kept until done)
 
@@ -72,11 +112,16 @@ def bind_stream_loop(loop: asyncio.AbstractEventLoop) -> None:
 
 
 def publish(group: str, message: dict[str, Any]) -> None:
-    """Send ``message`` to ``group`` from any thread; failures are logged, never raised."""
+    """Send ``message`` to ``group`` from any thread, numbered; failures are logged, never raised."""
     try:
         layer = get_layer()
         loop = _stream_loop
-        if loop is not None and loop.is_running():
+        serving = loop is not None and loop.is_running()
+        if layer is _local_layer and not serving:
+            return  # no stream was ever served by this process: nobody to tell
+        message = numbered(group, message)
+        if serving:
+            assert loop is not None
             try:
                 running = asyncio.get_running_loop()
             except RuntimeError:
@@ -88,15 +133,16 @@ def publish(group: str, message: dict[str, Any]) -> None:
             else:
                 asyncio.run_coroutine_threadsafe(layer.group_send(group, message), loop).result(timeout=10)
             return
-        if layer is _local_layer:
-            return  # no stream was ever served by this process: nobody to tell
         async_to_sync(layer.group_send)(group, message)
     except Exception:
         logger.exception("could not publish %s", message.get("type"))
 
 
 async def apublish(group: str, message: dict[str, Any]) -> None:
+    """:func:`publish` from the event loop (``message`` is numbered unless it already is)."""
     try:
+        if "seq" not in message:
+            message = numbered(group, message)
         await get_layer().group_send(group, message)
     except Exception:
         logger.exception("could not publish %s", message.get("type"))

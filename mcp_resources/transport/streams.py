@@ -1,14 +1,15 @@
 """Long-lived SSE streams on the event loop: ``subscriptions/listen`` (2026-07-28) and a session's GET (2025-11-25).
 
-A stream holds no thread: it waits on its channel of the channel layer, on the client's disconnect and on a
-keep-alive timer. Thread hops happen only to re-check the caller's access before each ``updated`` notification.
-Limits: ``STREAMS_PER_CALLER`` per process, ``URIS_PER_LISTEN`` per stream, the channel layer's ``capacity`` of
-messages buffered per stream; a client that stops reading is ended once a write waits longer than
-``STREAM_SEND_TIMEOUT_SECONDS``, so memory stays flat.
+A stream holds no thread: it waits on its queue, on the client's disconnect and on a keep-alive timer. The
+process's :class:`~mcp_resources.transport.fanout.Fanout` receives the channel layer's messages, re-checks access
+in batches and queues each notification on the streams that may have it.
+Limits: ``STREAMS_PER_CALLER`` per process, ``URIS_PER_LISTEN`` per stream, ``STREAM_QUEUE_SIZE`` messages queued
+per stream (past it the stream ends with a final message); a client that stops reading is ended once a write
+waits longer than ``STREAM_SEND_TIMEOUT_SECONDS``, so memory stays flat.
 
-A stream keeps one receive pending across keep-alives (a cancelled receive can lose a message with channels-redis),
-joins its groups again every half ``group_expiry`` of the layer (layers forget members after it), and ends with the
-final result when the layer fails (a listen while it is down is answered with a JSON-RPC internal error).
+A stream ends with the final result (2026-07-28) when the layer fails, when a message meant for it was lost, when
+its queue overflows or its credentials are no longer accepted: its client listens again and re-reads (a listen
+while the layer is down is answered with a JSON-RPC internal error).
 """
 
 from __future__ import annotations
@@ -17,19 +18,20 @@ import asyncio
 import logging
 import secrets
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.core import signals
 
 from mcp_resources.conf import mcp_settings
-from mcp_resources.exceptions import CredentialsRejected, InternalError, InvalidRequest, MCPError, StreamClosed
+from mcp_resources.exceptions import InternalError, InvalidRequest, MCPError, StreamClosed
 from mcp_resources.protocol import jsonrpc
 from mcp_resources.protocol.versions import SUBSCRIPTION_ID_META
 from mcp_resources.subscriptions import broker
+from mcp_resources.transport import fanout as fanout_module
+from mcp_resources.transport.fanout import Fanout, counts, get_fanout
 
 logger = logging.getLogger("mcp_resources.subscriptions")
 
@@ -45,8 +47,7 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 _open_streams: Counter[str] = Counter()
 _session_streams: Counter[str] = Counter()  # open GET streams of each session, in this process
 _active: set[asyncio.Task[Any]] = set()
-DEFAULT_GROUP_EXPIRY = 86400
-RECEIVE_ATTEMPTS = 3
+RECEIVE_ATTEMPTS = fanout_module.RECEIVE_ATTEMPTS
 
 
 @dataclass
@@ -57,6 +58,7 @@ class StreamPlan:
     uris: set[str]
     list_changed: bool
     check: Callable[[str], bool]
+    """Whether the caller may read a URI now (raises ``CredentialsRejected`` when its credentials no longer hold)."""
     subscription_id: Any = None  # the listen request's id (2026-07-28); None for a session's GET stream
     honoured: dict[str, Any] = field(default_factory=dict)
     session_id: str | None = None
@@ -65,6 +67,8 @@ class StreamPlan:
     # A session's current subscriptions, re-read once the stream has joined its session group: a
     # ``resources/subscribe`` that ran between building this plan and joining the group is not lost.
     resync: Callable[[], list[str]] | None = None
+    caller: Any = None
+    """Streams with the same (hashable) caller share one access decision per change; ``None``: this stream alone."""
 
     @property
     def stateless(self) -> bool:
@@ -76,16 +80,18 @@ def event(payload: dict[str, Any]) -> bytes:
     return b"event: message\r\ndata: " + jsonrpc.dumps(payload) + b"\r\n\r\n"
 
 
-def _checked(check: Callable[[str], bool], uri: str) -> bool:
-    signals.request_started.send(sender=StreamPlan)
-    try:
-        return check(uri)
-    finally:
-        signals.request_finished.send(sender=StreamPlan)
+ENDINGS = {
+    "lost": "a notification for it was lost by the channel layer",
+    "queue_full": "its queue of STREAM_QUEUE_SIZE messages was full (the client reads too slowly)",
+    "credentials": "its credentials are no longer accepted",
+    "check_failed": "re-checking its caller's access failed (see the error logged before)",
+    "layer_failed": "the channel layer failed",
+    "send_timeout": "a write waited longer than STREAM_SEND_TIMEOUT_SECONDS (the client stopped reading)",
+}
 
 
 class Stream:
-    """One open SSE response."""
+    """One open SSE response: a bounded queue of messages, written in order by the stream's own task."""
 
     def __init__(self, plan: StreamPlan, receive: Receive, send: Send) -> None:
         self.plan = plan
@@ -94,7 +100,46 @@ class Stream:
         self.id = secrets.token_hex(8)
         self.sent = 0
         self.last_write = time.monotonic()
-        self.renew_at = time.monotonic() + DEFAULT_GROUP_EXPIRY / 2
+        self.queue: deque[bytes | dict[str, Any]] = deque()
+        self.ending: str | None = None
+        self._waker: asyncio.Future[None] | None = None
+        self.fanout: Fanout | None = None
+        self.groups: set[str] = set()
+
+    # Fed by the fan-out --------------------------------------------------------------------------------------
+
+    def offer(self, data: bytes) -> None:
+        """Queue an event; a full queue ends the stream with a final message instead of dropping it."""
+        if self.ending is not None:
+            return
+        if len(self.queue) >= mcp_settings.stream_queue_size:
+            self.end("queue_full")
+            return
+        self.queue.append(data)
+        self._wake()
+
+    def control(self, message: dict[str, Any]) -> None:
+        """Queue a session's control message (applied in order with the notifications)."""
+        if self.ending is None and self.plan.session_id is not None:
+            self.queue.append(message)
+            self._wake()
+
+    def end(self, reason: str) -> None:
+        """End the stream soon with its final message, for ``reason`` (a key of :data:`ENDINGS`); counted."""
+        if self.ending is not None:
+            return
+        self.ending = reason
+        self.queue.clear()
+        counts[f"ended_{reason}"] += 1
+        logger.warning("stream %s of %s ended: %s", self.id, self.plan.owner[:80], ENDINGS.get(reason, reason))
+        self._wake()
+
+    def _wake(self) -> None:
+        waker = self._waker
+        if waker is not None and not waker.done():
+            waker.set_result(None)
+
+    # Writing -------------------------------------------------------------------------------------------------
 
     async def write(self, data: bytes) -> None:
         self.last_write = time.monotonic()
@@ -103,7 +148,11 @@ class Stream:
                 self.send({"type": "http.response.body", "body": data, "more_body": True}),
                 mcp_settings.stream_send_timeout_seconds,
             )
-        except (TimeoutError, OSError) as exc:
+        except TimeoutError as exc:
+            counts["ended_send_timeout"] += 1
+            logger.warning("stream %s of %s ended: %s", self.id, self.plan.owner[:80], ENDINGS["send_timeout"])
+            raise StreamClosed() from exc
+        except OSError as exc:
             raise StreamClosed() from exc
 
     def notification(self, method: str, params: dict[str, Any] | None = None) -> bytes:
@@ -144,36 +193,38 @@ class Stream:
         )
         await self.send({"type": "http.response.body", "body": body})
 
+    async def _join(self, group: str) -> None:
+        assert self.fanout is not None
+        self.groups.add(group)
+        await self.fanout.join(self, group)
+
+    async def _leave_group(self, group: str) -> None:
+        self.groups.discard(group)
+        if self.fanout is not None:
+            await self.fanout.leave(self, group)
+
     async def _serve(self) -> None:
         plan = self.plan
         broker.bind_stream_loop(asyncio.get_running_loop())
-        layer: Any = None
-        channel = ""
-        groups: set[str] = set()
         try:
-            layer = broker.get_layer()
-            channel = await layer.new_channel()
-            groups = {broker.uri_group(uri) for uri in plan.uris}
-            if plan.list_changed:
-                groups.add(broker.LIST_CHANGED_GROUP)
+            self.fanout = await get_fanout()
             if plan.session_id is not None:
                 # A session has one GET stream: a newer one takes over and this message ends the older ones.
-                await layer.group_send(
-                    broker.session_group(plan.session_id),
-                    {"type": broker.SESSION_CONTROL, "op": "takeover", "stream": self.id},
-                )
-                groups.add(broker.session_group(plan.session_id))
-            for group in groups:
-                await layer.group_add(group, channel)
+                group = broker.session_group(plan.session_id)
+                await broker.apublish(group, {"type": broker.SESSION_CONTROL, "op": "takeover", "stream": self.id})
+                await self._join(group)
+            for uri in plan.uris:
+                await self._join(broker.uri_group(uri))
+            if plan.list_changed:
+                await self._join(broker.LIST_CHANGED_GROUP)
             if plan.resync is not None:
-                await self._resync(layer, channel, groups)
+                await self._resync()
         except Exception:
             # The channel layer is unreachable (Redis down): a clean error, never a 500 and nothing left counted.
             logger.exception("stream %s: could not join the channel layer", self.id)
-            await self._leave(layer, channel, groups)
+            await self._leave_all()
             await self._refuse(200, InternalError(request_id=plan.subscription_id))
             return
-        self.renew_at = time.monotonic() + _group_renewal(layer)
         task = asyncio.current_task()
         if task is not None:
             _active.add(task)
@@ -184,7 +235,7 @@ class Stream:
                 await self.write(
                     self.notification("notifications/subscriptions/acknowledged", {"notifications": plan.honoured})
                 )
-            await self._loop(layer, channel, groups, disconnected)
+            await self._loop(disconnected)
         except StreamClosed:
             logger.debug("stream %s ended by the client", self.id)
         except asyncio.CancelledError:
@@ -193,12 +244,11 @@ class Stream:
             await self._final_result(direct=True)
             raise
         except Exception:
-            # The channel layer failed mid-stream: end as the server does (the client may listen again).
             logger.exception("stream %s failed", self.id)
             await self._final_result()
         finally:
             disconnected.cancel()
-            await self._leave(layer, channel, groups)
+            await self._leave_all()
             if task is not None:
                 _active.discard(task)
             try:
@@ -206,10 +256,10 @@ class Stream:
             except Exception:
                 logger.debug("stream %s: the connection is already closed", self.id)
 
-    async def _leave(self, layer: Any, channel: str, groups: set[str]) -> None:
-        for group in groups:
+    async def _leave_all(self) -> None:
+        for group in list(self.groups):
             try:
-                await layer.group_discard(group, channel)
+                await self._leave_group(group)
             except Exception:
                 logger.debug("could not leave %s", group)
 
@@ -234,86 +284,43 @@ class Stream:
         except (StreamClosed, Exception):
             logger.debug("stream %s: could not send the final result", self.id)
 
-    async def _loop(self, layer: Any, channel: str, groups: set[str], disconnected: asyncio.Future[None]) -> None:
-        # One receive stays pending across keep-alives: cancelling a receive can lose a message (channels_redis
-        # pops it from Redis for every stream of the process, then drops it when cancelled).
-        receiving: asyncio.Future[Any] | None = None
-        receive_started = 0.0
-        failures = 0
+    async def _loop(self, disconnected: asyncio.Future[None]) -> None:
         plan = self.plan
-        try:
-            while True:
-                if plan.expires_at is not None and plan.expires_at - time.time() <= 0:
-                    await self._final_result()  # the caller's token expired: end gracefully
-                    return
-                if time.monotonic() >= self.renew_at:
-                    # Layers forget group members after ``group_expiry``: a long-lived stream joins again.
-                    for group in list(groups):
-                        await layer.group_add(group, channel)
-                    self.renew_at = time.monotonic() + _group_renewal(layer)
-                keepalive_at = self.last_write + mcp_settings.stream_keepalive_seconds
-                if time.monotonic() >= keepalive_at:
-                    await self.write(b": keep-alive\r\n\r\n")
-                    continue
-                timeout = min(keepalive_at, self.renew_at) - time.monotonic()
-                if plan.expires_at is not None:
-                    timeout = min(timeout, plan.expires_at - time.time())
-                if receiving is None:
-                    receiving = asyncio.ensure_future(layer.receive(channel))
-                    receive_started = time.monotonic()
-                done, _ = await asyncio.wait(
-                    {receiving, disconnected}, timeout=max(0.0, timeout), return_when=asyncio.FIRST_COMPLETED
-                )
-                if disconnected in done:
-                    raise StreamClosed()
-                if receiving in done:
-                    finished, receiving = receiving, None
-                    try:
-                        message = finished.result()
-                    except Exception as exc:
-                        # A receive that waited a while and then failed is a transient error (redis-py 8 times out
-                        # an idle blocking read after its default socket_timeout): receive again. Quick repeated
-                        # failures mean the layer is down: the stream ends (the client may listen again).
-                        failures = failures + 1 if time.monotonic() - receive_started < 1 else 1
-                        if failures >= RECEIVE_ATTEMPTS:
-                            raise
-                        logger.debug("stream %s: receive failed (%r); receiving again", self.id, exc)
-                        await asyncio.sleep(0.1 * failures)
-                        continue
-                    failures = 0
-                    if not await self._dispatch(message, layer, channel, groups):
-                        return
-        finally:
-            if receiving is not None:
-                receiving.cancel()
-
-    async def _dispatch(self, message: dict[str, Any], layer: Any, channel: str, groups: set[str]) -> bool:
-        """Deliver one channel-layer message; ``False`` ends the stream."""
-        plan = self.plan
-        kind = message.get("type")
-        if kind == broker.UPDATED:
-            uri = message.get("uri")
-            if not isinstance(uri, str) or uri not in plan.uris:
-                return True
-            try:
-                allowed = await sync_to_async(_checked, thread_sensitive=False)(plan.check, uri)
-            except CredentialsRejected:
-                # Revoked (or its user deactivated): the stream ends as at the token's expiry; the client may listen
-                # again, and is then refused with a 401 challenge.
-                logger.info("stream %s: its credentials are no longer accepted; ending it", self.id)
+        loop = asyncio.get_running_loop()
+        while True:
+            if self.ending is not None:
                 await self._final_result()
-                return False
-            if not allowed:
-                logger.debug("stream %s: access to %s is gone; update withheld", self.id, uri[:200])
-                return True
-            await self.write(self.notification("notifications/resources/updated", {"uri": uri}))
-        elif kind == broker.LIST_CHANGED and plan.list_changed:
-            await self.write(self.notification("notifications/resources/list_changed"))
-        elif kind == broker.SESSION_CONTROL and plan.session_id is not None:
-            return await self._control(message, layer, channel, groups)
-        return True
+                return
+            if plan.expires_at is not None and plan.expires_at - time.time() <= 0:
+                await self._final_result()  # the caller's token expired: end gracefully
+                return
+            if self.queue:
+                item = self.queue.popleft()
+                if isinstance(item, bytes):
+                    await self.write(item)
+                    self.sent += 1
+                    counts["delivered"] += 1
+                elif not await self._control(item):
+                    return
+                continue
+            keepalive_at = self.last_write + mcp_settings.stream_keepalive_seconds
+            if time.monotonic() >= keepalive_at:
+                await self.write(b": keep-alive\r\n\r\n")
+                continue
+            timeout = keepalive_at - time.monotonic()
+            if plan.expires_at is not None:
+                timeout = min(timeout, plan.expires_at - time.time())
+            self._waker = loop.create_future()
+            try:
+                done, _ = await asyncio.wait(
+                    {self._waker, disconnected}, timeout=max(0.0, timeout), return_when=asyncio.FIRST_COMPLETED
+                )
+            finally:
+                self._waker = None
+            if disconnected in done:
+                raise StreamClosed()
 
-    async def _resync(self, layer: Any, channel: str, groups: set[str]) -> None:
+    async def _resync(self) -> None:
         """Align the stream with the session's stored subscriptions (control messages sent before it joined)."""
         assert self.plan.resync is not None
         try:
@@ -322,11 +329,11 @@ class Stream:
             logger.exception("stream %s: could not re-read the session's subscriptions", self.id)
             return
         for uri in current:
-            await self._control({"op": "subscribe", "uri": uri}, layer, channel, groups)
+            await self._control({"op": "subscribe", "uri": uri})
         for uri in self.plan.uris - set(current):
-            await self._control({"op": "unsubscribe", "uri": uri}, layer, channel, groups)
+            await self._control({"op": "unsubscribe", "uri": uri})
 
-    async def _control(self, message: dict[str, Any], layer: Any, channel: str, groups: set[str]) -> bool:
+    async def _control(self, message: dict[str, Any]) -> bool:
         """Apply a session's control message; ``False`` ends the stream."""
         op = message.get("op")
         uri = message.get("uri")
@@ -340,22 +347,11 @@ class Stream:
         if op == "subscribe" and uri not in self.plan.uris:
             if len(self.plan.uris) < mcp_settings.uris_per_listen:
                 self.plan.uris.add(uri)
-                groups.add(group)
-                await layer.group_add(group, channel)
+                await self._join(group)
         elif op == "unsubscribe" and uri in self.plan.uris:
             self.plan.uris.discard(uri)
-            groups.discard(group)
-            await layer.group_discard(group, channel)
+            await self._leave_group(group)
         return True
-
-
-def _group_renewal(layer: Any) -> float:
-    """Seconds until a stream joins its groups again: half the layer's ``group_expiry``."""
-    expiry = getattr(layer, "group_expiry", DEFAULT_GROUP_EXPIRY)
-    try:
-        return max(0.5, float(expiry) / 2)
-    except (TypeError, ValueError):
-        return DEFAULT_GROUP_EXPIRY / 2
 
 
 async def end_all_streams(timeout: float = 5.0) -> None:
@@ -368,3 +364,4 @@ async def end_all_streams(timeout: float = 5.0) -> None:
         task.cancel()
     if tasks:
         await asyncio.wait(tasks, timeout=timeout)
+    await fanout_module.stop_fanout()

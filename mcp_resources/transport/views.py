@@ -8,13 +8,16 @@ plans this view prepares (:meth:`MCPView.prepare_listen`, :meth:`MCPView.prepare
 
 from __future__ import annotations
 
+import copy
 import functools
+import hashlib
 import logging
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import DisallowedHost, RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.views import View
@@ -77,6 +80,61 @@ def json_response(
     for name, value in (headers or {}).items():
         response[name] = value
     return response
+
+
+class StreamAccess:
+    """How an open stream re-checks its caller: authenticate the opening request again, then ask the server.
+
+    Streams opened with the same credentials (``caller``) share one decision per change, and
+    :meth:`check_each` decides for several callers of one server in as few queries as the template allows.
+    """
+
+    def __init__(self, view: MCPView, request: HttpRequest, protocol_version: str) -> None:
+        self.view = view
+        self.request = request
+        self.protocol_version = protocol_version
+        self.server = view.get_server()
+        forced = getattr(request, FORCED_PRINCIPAL, None)
+        credentials = "\x00".join(
+            (
+                header(request, "Authorization") or "",
+                request.COOKIES.get(settings.SESSION_COOKIE_NAME, ""),
+                "" if forced is None else f"forced:{id(forced)}",
+            )
+        )
+        digest = hashlib.sha256(credentials.encode("utf-8", "surrogatepass")).hexdigest()
+        self.caller: tuple[Any, ...] = (id(self.server), protocol_version, digest)
+
+    def context(self) -> CallContext:
+        """The caller as it is now; raise :exc:`CredentialsRejected` when its credentials no longer hold."""
+        # A copy: changes of several URIs are decided at once, and authenticating sets attributes on the request.
+        request = copy.copy(self.request)
+        try:
+            principal = self.view.authenticate(request)
+        except AuthenticationRequired as exc:
+            raise CredentialsRejected() from exc
+        return CallContext(request, self.protocol_version, principal, streams=True)
+
+    def __call__(self, uri: str) -> bool:
+        return self.server.may_read(uri, self.context())
+
+    @classmethod
+    def check_each(cls, uri: str, accesses: list[StreamAccess]) -> list[bool | None]:
+        """Decide ``uri`` for each of ``accesses``: ``True``, ``False``, or ``None`` (credentials rejected)."""
+        outcome: list[bool | None] = [None] * len(accesses)
+        by_server: dict[int, list[tuple[int, CallContext]]] = {}
+        for index, access in enumerate(accesses):
+            try:
+                ctx = access.context()
+            except CredentialsRejected:
+                continue
+            by_server.setdefault(id(access.server), []).append((index, ctx))
+        for members in by_server.values():
+            server = accesses[members[0][0]].server
+            decisions = server.may_read_each(uri, [ctx for _index, ctx in members])
+            for (index, _ctx), allowed in zip(members, decisions, strict=True):
+                outcome[index] = allowed
+        return outcome
 
 
 def error_response(error: MCPError, status: int | None = None, headers: dict[str, str] | None = None) -> HttpResponse:
@@ -375,20 +433,12 @@ class MCPView(View):
 
     # Streams (prepared here in a worker thread, served on the event loop by MCPEndpoint) -----------------------
 
-    def _checker(self, request: HttpRequest, protocol_version: str) -> Callable[[str], bool]:
+    def _checker(self, request: HttpRequest, protocol_version: str) -> StreamAccess:
         """Re-authenticate the stream's request and re-check read access to ``uri`` (before each update).
 
         Credentials that are no longer accepted raise :exc:`CredentialsRejected`: the stream ends.
         """
-
-        def check(uri: str) -> bool:
-            try:
-                principal = self.authenticate(request)
-            except AuthenticationRequired as exc:
-                raise CredentialsRejected() from exc
-            return self.get_server().may_read(uri, CallContext(request, protocol_version, principal, streams=True))
-
-        return check
+        return StreamAccess(self, request, protocol_version)
 
     def prepare_listen(self, request: HttpRequest) -> HttpResponse | StreamPlan:
         """Validate a ``subscriptions/listen`` POST; return the stream's plan or the refusal."""
@@ -424,7 +474,8 @@ class MCPView(View):
             owner=owner_of(principal),
             uris=set(honoured.get("resourceSubscriptions", [])),
             list_changed=bool(honoured.get("resourcesListChanged")),
-            check=self._checker(request, version),
+            check=(access := self._checker(request, version)),
+            caller=access.caller,
             subscription_id=message.id,
             honoured=honoured,
             expires_at=principal.expires_at,
@@ -449,7 +500,8 @@ class MCPView(View):
             owner=owner_of(principal),
             uris=set(session.subscriptions),
             list_changed=True,
-            check=self._checker(request, session.protocol_version),
+            check=(access := self._checker(request, session.protocol_version)),
+            caller=access.caller,
             session_id=session.id,
             expires_at=principal.expires_at,
             extra_headers=[(SESSION_HEADER.lower().encode(), session.id.encode())],

@@ -1,0 +1,266 @@
+"""Delivery you can count on: every notification for a stream that keeps reading arrives, or the stream ends with
+its final result (issue 13).
+
+Through the project's ASGI application in-process (``tests.stream_support``), on Channels' in-memory layer; changes
+are published from worker threads as a request's commit would publish them. What used to happen: each stream had a
+channel of its own (the layer buffers ``capacity`` messages per channel) and re-checked access one message at a time
+in a worker thread, so under a steady rate of changes the streams fell behind, their channels filled and the layer
+dropped the rest without a word. Now the process has one channel, a change is decided once per caller, and a
+message the layer drops (a skipped publication number) or a stream's full queue ends the streams concerned with a
+final message, counted and logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from mcp_resources.subscriptions import broker, notify_resource_updated
+from mcp_resources.transport import fanout, streams
+from mcp_resources.transport.fanout import Sequence, delivery_counts
+from mcp_resources.transport.streams import Stream, StreamPlan
+from mcp_resources.transport.views import StreamAccess
+from testproject.library.models import Document
+from tests.conftest import RESOURCE
+from tests.stream_support import (
+    ACKNOWLEDGED,
+    Exchange,
+    application,
+    final_result,
+    in_thread,
+    listen_body,
+    listen_headers,
+    scope,
+    until,
+)
+
+pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
+
+UPDATED = "notifications/resources/updated"
+_ids: dict[int, Any] = {}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def mcp_settings(settings: Any) -> None:
+    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "RESOURCE_URI": RESOURCE, "STREAM_KEEPALIVE_SECONDS": 30}
+    settings.MCP_RESOURCES["STREAMS_PER_CALLER"] = 1000
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {}}}
+
+
+@pytest.fixture(autouse=True)
+def no_stream_left_behind() -> Any:
+    yield
+    assert dict(streams._open_streams) == {}
+
+
+def documents(owner: Any, count: int) -> list[Document]:
+    return [Document.objects.create(owner=owner, title=f"D{i}", body="b") for i in range(count)]
+
+
+def uri(doc: Document) -> str:
+    return f"learn://documents/{doc.pk}"
+
+
+async def open_streams(token: str, doc_uris: list[str], per_uri: int) -> dict[str, list[Exchange]]:
+    """``per_uri`` listen streams on each URI, each read up to its acknowledgement."""
+    opened: dict[str, list[Exchange]] = {}
+    for index, target in enumerate(doc_uris):
+        for n in range(per_uri):
+            stream = Exchange(application(), scope("POST", listen_headers(token)))
+            request_id = f"{index}-{n}"
+            _ids[id(stream)] = request_id
+            body = listen_body(request_id, {"resourceSubscriptions": [target]})
+            await stream.start(body)
+            assert stream.status == 200
+            ack = await stream.event()
+            assert ack["method"] == ACKNOWLEDGED
+            assert ack["params"]["notifications"]["resourceSubscriptions"] == [target]
+            opened.setdefault(target, []).append(stream)
+    return opened
+
+
+def publish_paced(doc_uris: list[str], rounds: int, per_second: float) -> None:
+    """``rounds`` updates of every URI, ``per_second`` publications a second (a steady stream of saves)."""
+    gap = 1 / per_second
+    next_at = time.monotonic()
+    for _ in range(rounds):
+        for target in doc_uris:
+            notify_resource_updated(target)
+            next_at += gap
+            time.sleep(max(0.0, next_at - time.monotonic()))
+
+
+async def updates_received(stream: Exchange, expected: int, timeout: float) -> list[dict[str, Any]]:
+    """The stream's next ``expected`` messages (fewer if it ends or stays silent for ``timeout`` seconds)."""
+    messages: list[dict[str, Any]] = []
+    while len(messages) < expected:
+        try:
+            message = await stream.event(timeout)
+        except (EOFError, TimeoutError):
+            break
+        messages.append(message)
+        if "result" in message:
+            break
+    return messages
+
+
+async def test_every_update_reaches_every_stream_that_keeps_reading(alice: Any, make_token: Callable[..., str]) -> None:
+    """Failure 1 of the issue, scaled to a test: 40 streams on 2 documents, 150 updates of each document at 300
+    saves a second. Each stream's 150 updates outnumber what the layer buffers for a channel (100), so a stream
+    that falls behind by that much loses messages: before, every one of them re-checked every update on its own and
+    lost most of them silently. Every stream now receives every update of its document, in order, and none ends."""
+    docs = await in_thread(documents, alice, 2)
+    doc_uris = [uri(doc) for doc in docs]
+    token = await in_thread(make_token, alice)
+    opened = await open_streams(token, doc_uris, per_uri=20)
+    before = delivery_counts()
+    rounds = 150
+    await in_thread(publish_paced, doc_uris, rounds, 300.0)
+    for target, group in opened.items():
+        for stream in group:
+            messages = await updates_received(stream, rounds, timeout=10)
+            assert [m.get("method") for m in messages] == [UPDATED] * rounds, (target, len(messages), messages[-1:])
+            assert all(m["params"]["uri"] == target for m in messages)
+    after = delivery_counts()
+    assert after.get("delivered", 0) - before.get("delivered", 0) == rounds * 40
+    assert not any(after.get(key, 0) - before.get(key, 0) for key in after if key.startswith("ended_"))
+    for group in opened.values():
+        for stream in group:
+            await stream.disconnect()
+
+
+async def test_one_access_decision_per_caller_and_change(
+    alice: Any, make_token: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """30 streams of one document, opened with two tokens of the same user: each change re-authenticates and
+    decides twice (once per caller), not 30 times."""
+    (doc,) = await in_thread(documents, alice, 1)
+    first, second = await in_thread(make_token, alice), await in_thread(make_token, alice)
+    opened = (await open_streams(first, [uri(doc)], per_uri=20))[uri(doc)]
+    opened += (await open_streams(second, [uri(doc)], per_uri=10))[uri(doc)]
+    decided: list[int] = []
+    real_check_each = StreamAccess.check_each.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[StreamAccess], target: str, accesses: list[StreamAccess]) -> list[bool | None]:
+        decided.append(len(accesses))
+        return real_check_each(cls, target, accesses)
+
+    monkeypatch.setattr(StreamAccess, "check_each", classmethod(counting))
+    for _ in range(3):
+        await in_thread(notify_resource_updated, uri(doc))
+    for stream in opened:
+        messages = await updates_received(stream, 3, timeout=10)
+        assert [m.get("method") for m in messages] == [UPDATED] * 3
+    assert decided == [2, 2, 2]
+    for stream in opened:
+        await stream.disconnect()
+
+
+async def test_messages_the_layer_drops_end_the_streams_that_missed_them(
+    alice: Any, make_token: Callable[..., str], monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    """A layer drops what does not fit in a channel's ``capacity`` without a word (Channels' layers do): here 7 of
+    11 numbered publications never reach the process, as when its channel is full. The skipped numbers are
+    noticed, and the streams of that document end with their final result; a stream of another document goes on."""
+    monkeypatch.setattr(fanout, "LOSS_GRACE_SECONDS", 0.2)
+    docs = await in_thread(documents, alice, 2)
+    token = await in_thread(make_token, alice)
+    opened = await open_streams(token, [uri(docs[0]), uri(docs[1])], per_uri=2)
+    caplog.set_level(logging.WARNING, logger="mcp_resources.subscriptions")
+    before = delivery_counts()
+    group = broker.uri_group(uri(docs[0]))
+    layer = broker.get_layer()
+    for number in range(11):
+        message = broker.numbered(group, {"type": broker.UPDATED, "uri": uri(docs[0])})
+        if number < 3 or number == 10:  # the layer dropped the others
+            await layer.group_send(group, message)
+    for stream in opened[uri(docs[0])]:
+        messages = await stream.until_closed(timeout=10)
+        assert messages[-1] == final_result(stream_id(stream)), messages
+        assert [m["method"] for m in messages[:-1]] == [UPDATED] * 4  # what came, then the end: no silent gap
+    after = delivery_counts()
+    assert after["lost_messages"] - before.get("lost_messages", 0) == 7
+    assert after["ended_lost"] - before.get("ended_lost", 0) == 2
+    assert "the channel layer dropped 7 message(s) for 2 stream(s) of this process" in caplog.text
+    await in_thread(notify_resource_updated, uri(docs[1]))
+    for stream in opened[uri(docs[1])]:
+        assert (await stream.event())["method"] == UPDATED
+        await stream.disconnect()
+
+
+def stream_id(stream: Exchange) -> Any:
+    """The subscription id a stream opened by :func:`open_streams` was given (its listen request's id)."""
+    return _ids[id(stream)]
+
+
+class BlockedClient:
+    """The ASGI side of a client that stops reading after the acknowledgement: writes block until released."""
+
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+        self.released = asyncio.Event()
+        self.gone = asyncio.Event()
+
+    async def receive(self) -> dict[str, Any]:
+        await self.gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(self, message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            if self.bodies and message.get("more_body"):
+                await self.released.wait()
+            self.bodies.append(message.get("body", b""))
+
+
+async def test_a_stream_whose_queue_overflows_ends_with_its_final_result(settings: Any, caplog: Any) -> None:
+    """A client that stops reading (its writes block) while updates keep coming: past ``STREAM_QUEUE_SIZE``
+    queued messages the stream is ended with its final result, counted and logged, instead of dropping them."""
+    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "STREAM_QUEUE_SIZE": 5, "STREAM_SEND_TIMEOUT_SECONDS": 30}
+    caplog.set_level(logging.WARNING, logger="mcp_resources.subscriptions")
+    plan = StreamPlan(owner="slow", uris={"test://slow"}, list_changed=False, check=lambda _: True, subscription_id=7)
+    client = BlockedClient()
+    before = delivery_counts()
+    task = asyncio.ensure_future(Stream(plan, client.receive, client.send).serve())
+    await until(lambda: len(client.bodies) == 1, 5, "the acknowledgement")
+    for _ in range(20):
+        await broker.apublish(broker.uri_group("test://slow"), {"type": broker.UPDATED, "uri": "test://slow"})
+    await until(lambda: delivery_counts().get("ended_queue_full", 0) > before.get("ended_queue_full", 0), 5, "the end")
+    client.released.set()
+    await asyncio.wait_for(task, 5)
+    events = [body for body in client.bodies if body.startswith(b"event:")]
+    assert b'"resultType":"complete"' in events[-1]
+    assert 1 < len(events) - 1 <= 1 + 5 + 1  # the acknowledgement, what fitted, then the final result
+    assert "queue of STREAM_QUEUE_SIZE messages was full" in caplog.text
+
+
+def test_a_publication_number_filled_late_is_not_a_loss() -> None:
+    sequence = Sequence(high=4)
+    assert sequence.see(5, now=0.0)
+    assert sequence.see(8, now=0.0)  # 6 and 7 are missing for now
+    assert sequence.see(6, now=0.5)  # late, within the grace period
+    assert not sequence.see(6, now=0.6)  # a duplicate is not delivered twice
+    assert sequence.overdue(now=1.0) == 0
+    assert sequence.overdue(now=fanout.LOSS_GRACE_SECONDS) == 1  # 7 never came
+    assert sequence.overdue(now=100.0) == 0
+    assert sequence.see(8 + fanout.MAX_HOLES + 2, now=100.0)
+    assert sequence.overdue(now=100.0) == fanout.MAX_HOLES + 1  # too large a gap to wait for: lost at once
+
+
+def test_publications_are_numbered_per_group() -> None:
+    first = broker.numbered("g-a", {"type": broker.UPDATED})
+    second = broker.numbered("g-a", {"type": broker.UPDATED})
+    other = broker.numbered("g-b", {"type": broker.UPDATED})
+    assert second["seq"] == first["seq"] + 1
+    assert second["origin"] == first["origin"] == other["origin"]
+    assert second["since"] == first["since"]
+    assert other["group"] == "g-b"
