@@ -28,8 +28,9 @@ round-robin over the documents (open loop: publication ``k`` is due at ``start +
 at once, each owning a fixed subset of the documents so that the publications of one URI keep their order; from
 the worker threads of one event loop, as a view of an ASGI worker publishes, or ``--publisher-mode threads``), and
 records the time of every publication (``CLOCK_MONOTONIC``, which every process of the machine shares). Once it is
-done the listeners get up to ``--drain`` seconds (less once every listener has what it was owed, or after
-``--quiet`` seconds without a receipt) for what is still on its way.
+done the listeners get up to ``--drain`` seconds (less once every listener has what it was owed or has been ended,
+or after ``--quiet`` seconds without a receipt or an end) for what is still on its way; a delivery later than that
+counts as lost.
 
 Expected notifications: each publication times the listeners of its URI (all of them are open before the first
 publication). A stream's receipts are matched to its URI's publications in order (streams deliver in order; a
@@ -314,6 +315,7 @@ class Listener:
             pass
         if not self.closing:
             self.ended = now()
+            self.crowd.last_receipt = self.ended  # an end is news too: the drain waits for the streams still ending
         self.crowd.changed.set()
 
     def close(self) -> None:
@@ -539,8 +541,8 @@ def match(listener: Listener, publications: list[float]) -> tuple[list[tuple[int
 
 
 async def drain(crowd: Crowd, owed: dict[str, int], args: argparse.Namespace) -> float:
-    """Wait until every open listener has what it is owed, or ``--quiet`` seconds pass without a receipt, or
-    ``--drain`` seconds; returns the seconds waited."""
+    """Wait until every open listener has what it is owed, or ``--quiet`` seconds pass without a receipt or an end
+    of a stream, or ``--drain`` seconds; returns the seconds waited."""
     t0 = now()
     deadline = t0 + args.drain
     crowd.last_receipt = max(crowd.last_receipt, t0)
@@ -619,6 +621,7 @@ async def measure(
         short += len(matched) < owed[listener.uri]
     ended = [listener for listener in crowd.listeners if listener.ended is not None]
     first_ended = min((listener.ended for listener in ended if listener.ended is not None), default=None)
+    last_ended = max((listener.ended for listener in ended if listener.ended is not None), default=None)
     await crowd.close()
 
     delivered = len(latencies)
@@ -641,6 +644,13 @@ async def measure(
         "ended_by_server": len(ended),
         "ended_with_result": sum(1 for listener in ended if listener.final_result),
         "first_end_after_s": None if first_ended is None else first_ended - published["publications"][0][0],
+        "last_end_after_s": None if last_ended is None else last_ended - published["publications"][0][0],
+        # when the last delivery arrived, from the first publication (deliveries stop there when a run falls)
+        "last_delivery_after_s": max(
+            (listener.received[-1] for listener in crowd.listeners if listener.received),
+            default=published["publications"][0][0],
+        )
+        - published["publications"][0][0],
         "drain_s": drain_s,
         "p50_ms": statistics.median(latencies) * 1e3 if latencies else None,
         # A delivery that never came counts as infinitely late.
@@ -665,7 +675,14 @@ async def measure(
         f"{published['late_ms_p99'] or 0:.0f} ms); {delivered:,}/{expected:,} delivered"
         + (f" ({share:.2%})" if share is not None else "")
         + f", {extra} extra; {len(ended)} streams ended by the server ({result['ended_with_result']} with a final "
-        f"result); p50 {fmt_ms(result['p50_ms'])}, p99 {fmt_ms(result['p99_ms'])}, max {fmt_ms(result['max_ms'])}; "
+        "result"
+        + (
+            f", between {result['first_end_after_s']:.1f} and {result['last_end_after_s']:.1f} s after the first "
+            f"publication; the last delivery at {result['last_delivery_after_s']:.1f} s"
+            if ended
+            else ""
+        )
+        + f"); p50 {fmt_ms(result['p50_ms'])}, p99 {fmt_ms(result['p99_ms'])}, max {fmt_ms(result['max_ms'])}; "
         f"drain {drain_s:.1f} s; server CPU {cpu_s:.1f} s ({result['server_cpu_us_per_delivery']:.0f} µs/delivery), "
         f"client CPU {client_cpu_s:.1f} s",
         flush=True,
