@@ -263,7 +263,9 @@ def summarize(results: dict[str, Any]) -> list[dict[str, Any]]:
     if delivery:
         targets = delivery["targets"]
         for p in delivery["points"]:
-            at = f"{p['listeners']:,} listeners on 20 documents, {p['rate']:g} updates/s"
+            documents = delivery.get("config", {}).get("documents", 20)
+            per_s = "update/s" if p["rate"] == 1 else "updates/s"
+            at = f"{p['listeners']:,} listeners on {documents} documents, {p['rate']:g} {per_s}"
             add(
                 "delivery",
                 f"notifications delivered at {at} / bare Channels AsyncHttpConsumer",
