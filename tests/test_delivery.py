@@ -225,6 +225,25 @@ async def test_one_access_decision_per_caller_and_change(
         await stream.disconnect()
 
 
+async def test_a_stream_receives_its_messages_in_the_order_they_were_published(
+    alice: Any, make_token: Callable[..., str]
+) -> None:
+    """An update waits for its access decision in a worker thread; a list change published after it needs none,
+    yet is delivered after it: a client that re-lists on the list change has already been told of the update."""
+    (doc,) = await in_thread(documents, alice, 1)
+    token = await in_thread(make_token, alice)
+    stream = Exchange(application(), scope("POST", listen_headers(token)))
+    _ids[id(stream)] = "ordered"
+    await stream.start(listen_body("ordered", {"resourceSubscriptions": [uri(doc)], "resourcesListChanged": True}))
+    assert (await stream.event())["method"] == ACKNOWLEDGED
+    for _ in range(5):
+        await broker.apublish(broker.uri_group(uri(doc)), {"type": broker.UPDATED, "uri": uri(doc)})
+        await broker.apublish(broker.LIST_CHANGED_GROUP, {"type": broker.LIST_CHANGED})
+    methods = [(await stream.event())["method"] for _ in range(10)]
+    assert methods == [UPDATED, "notifications/resources/list_changed"] * 5
+    await stream.disconnect()
+
+
 async def test_messages_the_layer_drops_end_the_streams_that_missed_them(
     alice: Any, make_token: Callable[..., str], monkeypatch: pytest.MonkeyPatch, caplog: Any
 ) -> None:
