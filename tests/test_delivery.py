@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -26,6 +26,7 @@ from mcp_resources.transport.fanout import Sequence, delivery_counts
 from mcp_resources.transport.streams import Stream, StreamPlan
 from mcp_resources.transport.views import StreamAccess
 from testproject.library.models import Document
+from tests import live
 from tests.conftest import RESOURCE
 from tests.stream_support import (
     ACKNOWLEDGED,
@@ -139,6 +140,64 @@ async def test_every_update_reaches_every_stream_that_keeps_reading(alice: Any, 
             await stream.disconnect()
 
 
+@pytest.fixture
+def redis_layer(settings: Any) -> Iterator[str]:
+    """Channels-redis on a Redis database of this test's own (skipped without Redis, failed under ``CI``)."""
+    with live.redis_database() as url:
+        settings.CHANNEL_LAYERS = {
+            "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [url]}}
+        }
+        yield url
+
+
+def publish_from_elsewhere(redis_url: str, doc_uris: list[str], rounds: int, per_second: float) -> None:
+    """Publish as another process would: a channel layer and an event loop of its own, at a steady rate that does
+    not wait for the server (in-process publishing waits for the server's loop, which slows it down)."""
+    from channels_redis.core import RedisChannelLayer
+
+    async def run() -> None:
+        layer = RedisChannelLayer(hosts=[redis_url])
+        gap = 1 / per_second
+        next_at = time.monotonic()
+        try:
+            for _ in range(rounds):
+                for target in doc_uris:
+                    group = broker.uri_group(target)
+                    await layer.group_send(group, broker.numbered(group, {"type": broker.UPDATED, "uri": target}))
+                    next_at += gap
+                    await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+        finally:
+            await layer.close_pools()
+
+    asyncio.run(run())
+
+
+async def test_every_update_published_by_another_process_reaches_every_stream(
+    alice: Any, make_token: Callable[..., str], redis_layer: str
+) -> None:
+    """The issue's failure 1 on Redis: 200 streams on 2 documents, 120 updates of each at 40 a second from
+    "another process". Before, the 200 streams' channels shared the process's Redis queue (at most ``capacity``,
+    100, messages) and each stream re-checked every update alone (8,000 checks a second): the queue overflowed and
+    channels-redis dropped messages silently. Every stream now receives every update of its document."""
+    docs = await in_thread(documents, alice, 2)
+    doc_uris = [uri(doc) for doc in docs]
+    token = await in_thread(make_token, alice)
+    opened = await open_streams(token, doc_uris, per_uri=100)
+    before = delivery_counts()
+    rounds = 120
+    await in_thread(publish_from_elsewhere, redis_layer, doc_uris, rounds, 40.0)
+    for target, group in opened.items():
+        for stream in group:
+            messages = await updates_received(stream, rounds, timeout=20)
+            assert [m.get("method") for m in messages] == [UPDATED] * rounds, (target, len(messages), messages[-1:])
+    after = delivery_counts()
+    assert after.get("delivered", 0) - before.get("delivered", 0) == rounds * 200
+    assert not any(after.get(key, 0) - before.get(key, 0) for key in after if key.startswith("ended_"))
+    for group in opened.values():
+        for stream in group:
+            await stream.disconnect()
+
+
 async def test_one_access_decision_per_caller_and_change(
     alice: Any, make_token: Callable[..., str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -164,6 +223,25 @@ async def test_one_access_decision_per_caller_and_change(
     assert decided == [2, 2, 2]
     for stream in opened:
         await stream.disconnect()
+
+
+async def test_a_stream_receives_its_messages_in_the_order_they_were_published(
+    alice: Any, make_token: Callable[..., str]
+) -> None:
+    """An update waits for its access decision in a worker thread; a list change published after it needs none,
+    yet is delivered after it: a client that re-lists on the list change has already been told of the update."""
+    (doc,) = await in_thread(documents, alice, 1)
+    token = await in_thread(make_token, alice)
+    stream = Exchange(application(), scope("POST", listen_headers(token)))
+    _ids[id(stream)] = "ordered"
+    await stream.start(listen_body("ordered", {"resourceSubscriptions": [uri(doc)], "resourcesListChanged": True}))
+    assert (await stream.event())["method"] == ACKNOWLEDGED
+    for _ in range(5):
+        await broker.apublish(broker.uri_group(uri(doc)), {"type": broker.UPDATED, "uri": uri(doc)})
+        await broker.apublish(broker.LIST_CHANGED_GROUP, {"type": broker.LIST_CHANGED})
+    methods = [(await stream.event())["method"] for _ in range(10)]
+    assert methods == [UPDATED, "notifications/resources/list_changed"] * 5
+    await stream.disconnect()
 
 
 async def test_messages_the_layer_drops_end_the_streams_that_missed_them(

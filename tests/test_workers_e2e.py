@@ -1,9 +1,11 @@
-"""Several workers, end to end: the official MCP Python SDK walks every page of an inventory of 2,000+ records from
-two gunicorn workers and from two uvicorn workers (``uvicorn --workers 2``), each page on a new HTTP connection.
+"""Several workers, end to end: the official MCP Python SDK and the TypeScript SDK walk every page of an inventory
+of 2,000+ records from two gunicorn workers and from two uvicorn workers (``uvicorn --workers 2``), each page on a new
+HTTP connection.
 
-- With one ``CURSOR_KEYS`` secret shared by the workers, every page succeeds, in both of the SDK's modes (2026-07-28
-  and 2025-11-25 sessions), although the pages are served by both workers in turn (each response names its worker:
-  ``tests/settings_workers.py``).
+- With one ``CURSOR_KEYS`` secret shared by the workers, every page succeeds, in both of the Python SDK's modes
+  (2026-07-28 and 2025-11-25 sessions) and with the TypeScript SDK (2025-11-25 sessions, shared by the workers through
+  Redis; ``tests/ts/client.mjs`` sends each request with ``Connection: close``), although the pages are served by
+  both workers in turn (each response names its worker: ``tests/settings_workers.py``).
 - Without it (the default, a random key per process) the walk fails exactly where a page lands on the other worker,
   with ``-32602 "Invalid cursor"`` and the data telling the client to list again; and ``manage.py check --deploy``
   warns (``mcp_resources.W010``). So the walk with the key proves something.
@@ -18,6 +20,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import anyio
 import httpx2
@@ -30,10 +33,14 @@ from tests.conftest import CURSOR_KEY
 from tests.listing_support import INVALID_CURSOR_DATA
 from tests.settings_workers import CLIENT_PORT_HEADER, WORKER_HEADER
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "ts"))
+import ts_driver
+
 pytestmark = pytest.mark.e2e
 
 KINDS = ["gunicorn", "uvicorn"]
-MODES = {"auto": "2026-07-28", "legacy": "2025-11-25"}
+MODES = {"auto": "2026-07-28", "legacy": "2025-11-25", "typescript": "2025-11-25"}
+"""The clients that walk, and the protocol version each negotiates: the Python SDK's two modes, the TypeScript SDK."""
 WALKS = 5
 """Walks tried until the pages of one have been served by both workers (each walk is about 41 pages)."""
 
@@ -54,7 +61,7 @@ class Walk:
     protocol_version: str = ""
     uris: list[str] = field(default_factory=list)
     pages: list[Page] = field(default_factory=list)
-    error: MCPError | None = None
+    error: MCPError | ts_driver.TSError | None = None
 
     @property
     def workers(self) -> list[str]:
@@ -67,7 +74,9 @@ class Walk:
 
 
 def walk(server: live.Server, mode: str, token: str) -> Walk:
-    """The SDK client in ``mode`` lists every page, each request on a new connection (no keep-alive)."""
+    """The client of ``mode`` lists every page, each request on a new connection (no keep-alive)."""
+    if mode == "typescript":
+        return ts_walk(server, token)
     result = Walk()
 
     async def record(response: httpx2.Response) -> None:
@@ -102,6 +111,32 @@ def walk(server: live.Server, mode: str, token: str) -> Walk:
                 cursor = page.next_cursor
 
     anyio.run(main)
+    return result
+
+
+def ts_walk(server: live.Server, token: str) -> Walk:
+    """The TypeScript SDK lists every page (``list_all``: one client, one session), each request with ``Connection:
+    close``; skipped without Node and the SDK (``make ts-install``), except under ``CI``."""
+    ts_driver.require_node()
+    result = Walk()
+    with ts_driver.TSClient() as client:
+        session = client.call(
+            "connect",
+            url=server.url,
+            token=token,
+            connection_close=True,
+            record_headers=[WORKER_HEADER, CLIENT_PORT_HEADER],
+        )
+        result.protocol_version = session["protocolVersion"]
+        try:
+            listing = client.call("list_all", timeout=300)
+        except ts_driver.TSError as exc:
+            result.error = exc
+        else:
+            result.uris = [resource["uri"] for resource in listing["resources"]]
+        for noted in client.call("listings")["listings"]:
+            headers = noted["headers"]
+            result.pages.append(Page(headers[WORKER_HEADER] or "", headers[CLIENT_PORT_HEADER] or "", noted["status"]))
     return result
 
 
@@ -167,7 +202,9 @@ def test_without_cursor_keys_the_walk_fails_on_the_other_worker(
         workers = result.workers
         assert len(set(workers[:-1])) == 1, workers
         assert workers[-1] != workers[0], workers
-        assert (result.error.code, result.error.message) == (-32602, "Invalid cursor")
+        assert result.error.code == -32602
+        # The TypeScript SDK's McpError prefixes the JSON-RPC message with the code.
+        assert result.error.message.removeprefix("MCP error -32602: ") == "Invalid cursor"
         assert result.error.data == INVALID_CURSOR_DATA
         failed.append(result)
         break

@@ -10,8 +10,9 @@ Every stream served by an event loop shares one channel of the layer (one receiv
 2. The streams that want it are grouped by caller (the same credentials on the same server): one access decision
    per caller, every caller decided in one thread hop, in one query where the template allows
    (:meth:`~mcp_resources.server.MCPServer.may_read_each`). At most :data:`CONCURRENT_DECISIONS` URIs are decided
-   at once; changes that arrive meanwhile wait as a count per URI (decided once, delivered as many times), so the
-   receive loop never waits and the layer's buffer stays empty.
+   at once; a change of a URI whose update is still waiting joins it as a count (decided once, delivered as many
+   times), so the receive loop never waits and the layer's buffer stays empty. Messages reach the streams in the
+   order they arrived (an update before the list change published after it).
 3. The notification is queued on each stream that may read it; a stream's queue holds at most
    ``STREAM_QUEUE_SIZE`` messages, and a stream whose queue is full is ended with a final message.
 
@@ -24,8 +25,9 @@ import asyncio
 import logging
 import time
 import weakref
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
@@ -112,9 +114,9 @@ class Fanout:
         self.sequences: dict[str, dict[tuple[str, float], Sequence]] = {}
         self.receiver: asyncio.Task[None] | None = None
         self.lock = asyncio.Lock()
-        self.waiting: dict[str, int] = {}  # changed URI -> changes not decided yet (in order of arrival)
-        self.deciders = 0
-        self.tasks: set[asyncio.Task[None]] = set()
+        self.pipeline: deque[Entry] = deque()  # messages in order of arrival, delivered from the head
+        self.undecided: dict[str, Entry] = {}  # URI -> its update in the pipeline whose decision has not started
+        self.deciding = 0
         self.renew_at = time.monotonic() + _group_renewal(layer)
         self.closed = False
 
@@ -249,58 +251,113 @@ class Fanout:
             group = broker.uri_group(uri)
             if group not in self.members or not self._fresh(group, message):
                 return
-            self.waiting[uri] = self.waiting.get(uri, 0) + 1
-            if self.deciders < CONCURRENT_DECISIONS:
-                self.deciders += 1
-                task = asyncio.get_running_loop().create_task(self._decide())
-                self.tasks.add(task)
-                task.add_done_callback(self.tasks.discard)
+            waiting = self.undecided.get(uri)
+            if waiting is not None:
+                waiting.changes += 1  # decided once with the earlier change, delivered as many times
+                return
+            self.undecided[uri] = entry = Entry(group, uri=uri)
+            self.pipeline.append(entry)
+            self._start_decisions()
         elif kind == broker.LIST_CHANGED:
             group = broker.LIST_CHANGED_GROUP
             if group in self.members and self._fresh(group, message):
-                for stream in list(self.members[group]):
-                    if stream.plan.list_changed:
-                        stream.offer(stream.notification("notifications/resources/list_changed"))
+                self._append_ready(Entry(group, message=message))
         elif kind == broker.SESSION_CONTROL:
             session = message.get("group")
             if isinstance(session, str) and session in self.members and self._fresh(session, message):
-                for stream in list(self.members[session]):
-                    stream.control(message)
+                self._append_ready(Entry(session, message=message))
 
-    async def _decide(self) -> None:
-        """Decide waiting changes, URI by URI, until none is left (one of at most CONCURRENT_DECISIONS)."""
+    def _append_ready(self, entry: Entry) -> None:
+        entry.ready = True
+        self.pipeline.append(entry)
+        self._flush()
+
+    def _start_decisions(self) -> None:
+        """Start deciding waiting updates, oldest first, while fewer than CONCURRENT_DECISIONS are under way."""
+        for entry in self.pipeline:
+            if self.deciding >= CONCURRENT_DECISIONS:
+                return
+            if entry.uri is None or entry.ready or entry.task is not None:
+                continue
+            del self.undecided[entry.uri]
+            entry.streams = [stream for stream in self.members.get(entry.group, ()) if entry.uri in stream.plan.uris]
+            self.deciding += 1
+            entry.task = asyncio.get_running_loop().create_task(self._decide(entry))
+
+    async def _decide(self, entry: Entry) -> None:
         try:
-            while self.waiting:
-                uri = next(iter(self.waiting))
-                changes = self.waiting.pop(uri)
-                streams = [stream for stream in self.members.get(broker.uri_group(uri), ()) if uri in stream.plan.uris]
-                if streams:
-                    await self._deliver(uri, streams, changes)
+            assert entry.uri is not None
+            entry.decisions = await decide_for(entry.uri, entry.streams)
+        except Exception:
+            logger.exception("access checks for %s failed", (entry.uri or "")[:200])
+            entry.decisions = None
         finally:
-            self.deciders -= 1
+            entry.ready = True
+            self.deciding -= 1
+            self._flush()
+            self._start_decisions()
 
-    async def _deliver(self, uri: str, streams: list[Stream], changes: int) -> None:
-        """Decide ``uri`` once per caller of ``streams``, then queue ``changes`` notifications on each allowed one."""
-        representatives: dict[Any, Stream] = {}
-        for stream in streams:
-            representatives.setdefault(_caller(stream), stream)
-        keys = list(representatives)
-        checks = [representatives[key].plan.check for key in keys]
-        outcome = await sync_to_async(decide, thread_sensitive=False)(uri, checks)
-        decisions = dict(zip(keys, outcome, strict=True))
-        for stream in streams:
-            allowed = decisions[_caller(stream)]
-            if allowed is None:
-                stream.end("credentials")
-            elif allowed is FAILED:
-                stream.end("check_failed")
-            elif not allowed:
-                counts["withheld"] += changes
-                logger.debug("stream %s: access to %s is gone; update withheld", stream.id, uri[:200])
-            elif uri in stream.plan.uris:
-                data = stream.notification("notifications/resources/updated", {"uri": uri})
-                for _ in range(changes):
-                    stream.offer(data)
+    def _flush(self) -> None:
+        """Deliver the decided entries at the head of the pipeline: each stream gets its messages in order."""
+        while self.pipeline and self.pipeline[0].ready:
+            entry = self.pipeline.popleft()
+            if entry.uri is not None:
+                _deliver(entry)
+            elif entry.message is not None and entry.message.get("type") == broker.LIST_CHANGED:
+                for stream in list(self.members.get(entry.group, ())):
+                    if stream.plan.list_changed:
+                        stream.offer(stream.notification("notifications/resources/list_changed"))
+            elif entry.message is not None:
+                for stream in list(self.members.get(entry.group, ())):
+                    stream.control(entry.message)
+
+
+@dataclass(eq=False)
+class Entry:
+    """One message of the layer on its way to the streams: an update waiting for its access decision, or a list
+    change or a session's control message (ready at once). Entries are delivered in the order they arrived."""
+
+    group: str
+    uri: str | None = None
+    message: dict[str, Any] | None = None
+    changes: int = 1
+    ready: bool = False
+    streams: list[Stream] = field(default_factory=list)
+    task: asyncio.Task[None] | None = None
+    decisions: dict[Any, bool | str | None] | None = None
+
+
+async def decide_for(uri: str, streams: list[Stream]) -> dict[Any, bool | str | None]:
+    """One decision per caller of ``streams`` on ``uri``, all in one worker-thread hop."""
+    representatives: dict[Any, Stream] = {}
+    for stream in streams:
+        representatives.setdefault(_caller(stream), stream)
+    keys = list(representatives)
+    if not keys:
+        return {}
+    checks = [representatives[key].plan.check for key in keys]
+    outcome = await sync_to_async(decide, thread_sensitive=False)(uri, checks)
+    return dict(zip(keys, outcome, strict=True))
+
+
+def _deliver(entry: Entry) -> None:
+    """Queue ``entry.changes`` notifications on each of its streams that may read its URI; end the others that
+    must end."""
+    uri = entry.uri
+    assert uri is not None
+    for stream in entry.streams:
+        allowed = FAILED if entry.decisions is None else entry.decisions.get(_caller(stream), FAILED)
+        if allowed is None:
+            stream.end("credentials")
+        elif allowed is FAILED:
+            stream.end("check_failed")
+        elif not allowed:
+            counts["withheld"] += entry.changes
+            logger.debug("stream %s: access to %s is gone; update withheld", stream.id, uri[:200])
+        elif uri in stream.plan.uris:
+            data = stream.notification("notifications/resources/updated", {"uri": uri})
+            for _ in range(entry.changes):
+                stream.offer(data)
 
 
 def _caller(stream: Stream) -> Any:

@@ -6,8 +6,11 @@
 //                                            answers {"op": "authorization_code", "code"} once the browser is done
 //   {"event": "notification", "method", "params"}
 //
-// Ops: connect {url, token?, oauth?: {redirect_uri, client_name}}, list_page {cursor?}, list_all, templates,
-//      read {uri}, subscribe {uri}, close.
+// Ops: connect {url, token?, oauth?: {redirect_uri, client_name}, connection_close?, record_headers?: [name]},
+//      list_page {cursor?}, list_all, templates, read {uri}, subscribe {uri}, listings, close.
+// connection_close sends every request with "Connection: close": each on a new connection (no keep-alive).
+// record_headers: for each resources/list POST the transport sent, its status and these response headers, which
+// `listings` returns (and forgets), in the order sent; a walk that failed keeps the answer it failed on.
 import { createInterface } from 'node:readline';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -57,11 +60,32 @@ let client = null;
 let transport = null;
 let provider = null;
 let connectArgs = null;
+let listings = [];
+
+// The transport's fetch: with connection_close, no request reuses a connection; with record_headers, every
+// resources/list answer is noted.
+async function testFetch(url, init) {
+  const request = { ...init };
+  if (connectArgs.connection_close) {
+    request.headers = new Headers(init?.headers);
+    request.headers.set('Connection', 'close');
+  }
+  const response = await fetch(url, request);
+  if (connectArgs.record_headers && request.method === 'POST' && typeof request.body === 'string') {
+    const sent = JSON.parse(request.body);
+    if (!Array.isArray(sent) && sent.method === 'resources/list') {
+      const headers = Object.fromEntries(connectArgs.record_headers.map((name) => [name, response.headers.get(name)]));
+      listings.push({ status: response.status, headers });
+    }
+  }
+  return response;
+}
 
 function newTransport() {
   const options = {};
   if (connectArgs.token) options.requestInit = { headers: { Authorization: `Bearer ${connectArgs.token}` } };
   if (provider) options.authProvider = provider;
+  if (connectArgs.connection_close || connectArgs.record_headers) options.fetch = testFetch;
   return new StreamableHTTPClientTransport(new URL(connectArgs.url), options);
 }
 
@@ -133,6 +157,11 @@ const ops = {
   },
   async subscribe({ uri }) {
     return authorized(() => client.subscribeResource({ uri }));
+  },
+  async listings() {
+    const noted = listings;
+    listings = [];
+    return { listings: noted };
   },
   async oauth_state() {
     return {
