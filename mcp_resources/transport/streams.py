@@ -110,19 +110,22 @@ class Stream:
 
     def offer(self, data: bytes) -> None:
         """Queue an event; a full queue ends the stream with a final message instead of dropping it."""
+        self._enqueue(data)
+
+    def control(self, message: dict[str, Any]) -> None:
+        """Queue a session's control message (applied in order with the notifications, under the same bound)."""
+        if self.plan.session_id is None:
+            return
+        self._enqueue(message)
+
+    def _enqueue(self, item: bytes | dict[str, Any]) -> None:
         if self.ending is not None:
             return
         if len(self.queue) >= mcp_settings.stream_queue_size:
             self.end("queue_full")
             return
-        self.queue.append(data)
+        self.queue.append(item)
         self._wake()
-
-    def control(self, message: dict[str, Any]) -> None:
-        """Queue a session's control message (applied in order with the notifications)."""
-        if self.ending is None and self.plan.session_id is not None:
-            self.queue.append(message)
-            self._wake()
 
     def end(self, reason: str) -> None:
         """End the stream soon with its final message, for ``reason`` (a key of :data:`ENDINGS`); counted."""
