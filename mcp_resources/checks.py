@@ -339,7 +339,51 @@ def check_settings() -> list[checks.CheckMessage]:
                 obj="MCP_RESOURCES",
             )
         )
+    messages.extend(_check_limits(configured))
     return messages
+
+
+POSITIVE_INTEGER_SETTINGS = (
+    "MAX_REQUEST_BYTES",
+    "MAX_RESPONSE_BYTES",
+    "CURSOR_TTL_SECONDS",
+    "SESSION_TIMEOUT_SECONDS",
+    "STREAMS_PER_CALLER",
+    "URIS_PER_LISTEN",
+    "STREAM_QUEUE_SIZE",
+)
+"""Sizes, counts and lifetimes that must be integers of at least 1 (E035)."""
+
+POSITIVE_NUMBER_SETTINGS = ("LIST_DEADLINE_SECONDS", "STREAM_SEND_TIMEOUT_SECONDS", "STREAM_KEEPALIVE_SECONDS")
+"""Durations that must be numbers above 0 (E035)."""
+
+
+def _check_limits(configured: dict[str, Any]) -> list[checks.CheckMessage]:
+    """E035: a limit that is not a number, or one that would refuse everything (``STREAM_QUEUE_SIZE`` 0 ends every
+    stream at its first notification; ``MAX_REQUEST_BYTES`` 0 refuses every request)."""
+    messages: list[checks.CheckMessage] = []
+
+    def number(value: object) -> bool:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+
+    for key in POSITIVE_INTEGER_SETTINGS:
+        value = configured.get(key, DEFAULTS[key])
+        if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            messages.append(_limit_error(f"MCP_RESOURCES[{key!r}] must be an integer of at least 1, not {value!r}."))
+    for key in POSITIVE_NUMBER_SETTINGS:
+        value = configured.get(key, DEFAULTS[key])
+        if not (number(value) and value > 0):  # type: ignore[operator]
+            messages.append(_limit_error(f"MCP_RESOURCES[{key!r}] must be a number of seconds above 0, not {value!r}."))
+    value = configured.get("PUBLIC_CACHE_TTL_MS", DEFAULTS["PUBLIC_CACHE_TTL_MS"])
+    if not (isinstance(value, int) and not isinstance(value, bool)):
+        messages.append(_limit_error(f"MCP_RESOURCES['PUBLIC_CACHE_TTL_MS'] must be an integer, not {value!r}."))
+    return messages
+
+
+def _limit_error(message: str) -> checks.Error:
+    return checks.Error(
+        message, hint="docs/settings.md gives each setting's unit.", id="mcp_resources.E035", obj="MCP_RESOURCES"
+    )
 
 
 def _cursor_key_ok(key: object) -> bool:

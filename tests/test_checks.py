@@ -428,6 +428,47 @@ def test_e012_page_size_out_of_range(settings, page_size):
     assert ids(check_settings()) == ["mcp_resources.E012"]
 
 
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("STREAM_QUEUE_SIZE", 0),
+        ("STREAM_QUEUE_SIZE", "256"),
+        ("MAX_REQUEST_BYTES", -1),
+        ("MAX_RESPONSE_BYTES", 1.5),
+        ("CURSOR_TTL_SECONDS", True),
+        ("SESSION_TIMEOUT_SECONDS", None),
+        ("STREAMS_PER_CALLER", 0),
+        ("URIS_PER_LISTEN", "100"),
+        ("LIST_DEADLINE_SECONDS", 0),
+        ("STREAM_SEND_TIMEOUT_SECONDS", -1.0),
+        ("STREAM_KEEPALIVE_SECONDS", "15"),
+        ("PUBLIC_CACHE_TTL_MS", 1.5),
+        ("PUBLIC_CACHE_TTL_MS", "0"),
+    ],
+)
+def test_e035_limits_must_be_numbers_that_admit_something(settings, key, value):
+    settings.MCP_RESOURCES = {key: value}
+    messages = check_settings()
+    assert ids(messages) == ["mcp_resources.E035"]
+    assert key in messages[0].msg
+    assert repr(value) in messages[0].msg
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("STREAM_QUEUE_SIZE", 1),
+        ("LIST_DEADLINE_SECONDS", 0.000001),
+        ("STREAM_KEEPALIVE_SECONDS", 1),
+        ("PUBLIC_CACHE_TTL_MS", -5),
+        ("MAX_REQUEST_BYTES", 10),
+    ],
+)
+def test_e035_accepts_the_smallest_useful_values(settings, key, value):
+    settings.MCP_RESOURCES = {key: value}
+    assert ids(check_settings()) == []
+
+
 @pytest.mark.parametrize("keys", [["short"], "a-single-string-of-enough-bytes", [None], [b"x" * 15]])
 def test_e029_cursor_keys_must_be_a_list_of_long_secrets(settings, keys):
     settings.MCP_RESOURCES = {"CURSOR_KEYS": keys}
