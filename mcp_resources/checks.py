@@ -372,7 +372,7 @@ def _check_limits(configured: dict[str, Any]) -> list[checks.CheckMessage]:
             messages.append(_limit_error(f"MCP_RESOURCES[{key!r}] must be an integer of at least 1, not {value!r}."))
     for key in POSITIVE_NUMBER_SETTINGS:
         value = configured.get(key, DEFAULTS[key])
-        if not (number(value) and value > 0):  # type: ignore[operator]
+        if not (number(value) and value > 0):
             messages.append(_limit_error(f"MCP_RESOURCES[{key!r}] must be a number of seconds above 0, not {value!r}."))
     value = configured.get("PUBLIC_CACHE_TTL_MS", DEFAULTS["PUBLIC_CACHE_TTL_MS"])
     if not (isinstance(value, int) and not isinstance(value, bool)):
