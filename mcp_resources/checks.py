@@ -359,31 +359,23 @@ POSITIVE_NUMBER_SETTINGS = ("LIST_DEADLINE_SECONDS", "STREAM_SEND_TIMEOUT_SECOND
 
 
 def _check_limits(configured: dict[str, Any]) -> list[checks.CheckMessage]:
-    """E035: a limit that is not a number, or one that would refuse everything (``STREAM_QUEUE_SIZE`` 0 ends every
+    """E035: a limit that is not a number, or one that would admit nothing (``STREAM_QUEUE_SIZE`` 0 ends every
     stream at its first notification; ``MAX_REQUEST_BYTES`` 0 refuses every request)."""
+    hint = "docs/settings.md gives each setting's unit."
     messages: list[checks.CheckMessage] = []
-
-    def number(value: object) -> bool:
-        return isinstance(value, int | float) and not isinstance(value, bool)
-
-    for key in POSITIVE_INTEGER_SETTINGS:
+    for key in (*POSITIVE_INTEGER_SETTINGS, *POSITIVE_NUMBER_SETTINGS, "PUBLIC_CACHE_TTL_MS"):
         value = configured.get(key, DEFAULTS[key])
-        if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
-            messages.append(_limit_error(f"MCP_RESOURCES[{key!r}] must be an integer of at least 1, not {value!r}."))
-    for key in POSITIVE_NUMBER_SETTINGS:
-        value = configured.get(key, DEFAULTS[key])
-        if not (number(value) and value > 0):
-            messages.append(_limit_error(f"MCP_RESOURCES[{key!r}] must be a number of seconds above 0, not {value!r}."))
-    value = configured.get("PUBLIC_CACHE_TTL_MS", DEFAULTS["PUBLIC_CACHE_TTL_MS"])
-    if not (isinstance(value, int) and not isinstance(value, bool)):
-        messages.append(_limit_error(f"MCP_RESOURCES['PUBLIC_CACHE_TTL_MS'] must be an integer, not {value!r}."))
+        integer = key not in POSITIVE_NUMBER_SETTINGS
+        usable = not isinstance(value, bool) and isinstance(value, int if integer else int | float)
+        if key in POSITIVE_INTEGER_SETTINGS:
+            usable, wanted = usable and value >= 1, "an integer of at least 1"
+        elif key in POSITIVE_NUMBER_SETTINGS:
+            usable, wanted = usable and value > 0, "a number of seconds above 0"
+        else:
+            wanted = "an integer"
+        if not usable:
+            messages.append(_setting_error(f"MCP_RESOURCES[{key!r}] must be {wanted}, not {value!r}.", "E035", hint))
     return messages
-
-
-def _limit_error(message: str) -> checks.Error:
-    return checks.Error(
-        message, hint="docs/settings.md gives each setting's unit.", id="mcp_resources.E035", obj="MCP_RESOURCES"
-    )
 
 
 def _cursor_key_ok(key: object) -> bool:
