@@ -1,12 +1,13 @@
 """Where a served request's CPU goes (diagnostic, not a benchmark): py-spy samples of the HTTP servers under load.
 
-Starts the servers of item 5 (``ours-gunicorn``, ``ours-uvicorn``; ``--servers`` adds ``ours-uvicorn-nomw`` or the
-``sdk``), loads each one with ``http_client.py`` (the item's page, 8 connections) and records it with ``py-spy record
---gil`` (only the thread holding the interpreter lock: Python's CPU, not waits on the database or sockets), with its
-worker processes. The samples are summed by the package of the innermost frame (own time) and by the stages of a
-request they pass through (inclusive time), into ``results/profile-servers.txt`` and ``.json``; the raw folded stacks
-stay in ``results/profile-<server>.folded`` (for a flame graph). Needs py-spy (``pip install py-spy``; ``--py-spy``
-names the binary) and the benchmark database (``run.py --only http --keep-db`` leaves one).
+Starts our servers of item 5 (``ours-gunicorn``, ``ours-uvicorn``; ``--servers`` also takes ``ours-uvicorn-asgi`` and
+``ours-uvicorn-nomw``; the SDK's server is not profiled here), loads each one with ``http_client.py`` (the item's page,
+8 connections) and records it with ``py-spy record --gil`` (only the thread holding the interpreter lock: Python's CPU,
+not waits on the database or sockets), with its worker processes. The samples are summed by the package of the innermost
+frame (own time) and by the stages of a request they pass through (inclusive time), into ``results/profile-servers.txt``
+and ``.json``; the raw folded stacks stay in ``results/profile-<server>.folded`` (for a flame graph). Needs py-spy
+(``pip install py-spy``; ``--py-spy`` names the binary) and the benchmark database (``run.py --only http --keep-db``
+leaves one).
 """
 
 from __future__ import annotations
@@ -152,9 +153,13 @@ def main() -> None:
         "ours-uvicorn-asgi": ("benchmarks.asgi_fast:application", {"MCP_BENCH_ASGI_HANDLER": "asgi", **asgi_db}),
         "ours-uvicorn-nomw": ("benchmarks.asgi_fast:application", {"MCP_BENCH_ASGI_MIDDLEWARE": "0", **asgi_db}),
     }
+    names = [n.strip() for n in args.servers.split(",") if n.strip()]
+    unknown = [n for n in names if n not in kinds]
+    if unknown:
+        raise SystemExit(f"unknown server(s) {', '.join(unknown)}: choose from {', '.join(kinds)}")
     report: dict[str, Any] = {"page": page["label"], "seconds": args.seconds, "servers": {}}
     text = [f"# py-spy --gil of each server under load ({page['label']}, 8 connections, {args.seconds:g} s)"]
-    for name in [n.strip() for n in args.servers.split(",") if n.strip()]:
+    for name in names:
         port = free_port()
         app, extra = kinds[name]
         argv = gunicorn_argv(app, port) if "gunicorn" in name else uvicorn_argv(app, port)
