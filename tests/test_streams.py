@@ -16,25 +16,33 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import threading
 import tracemalloc
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import pytest
 from asgiref.testing import ApplicationCommunicator
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.http import HttpRequest, HttpResponse
 from django.test import Client
+from django.urls import path
 
+from mcp_resources.exceptions import InvalidRequest
 from mcp_resources.models import StaticResource
+from mcp_resources.principal import Principal
 from mcp_resources.protocol.versions import V2025_11_25, V2026_07_28
 from mcp_resources.registries import registry
 from mcp_resources.server import MCPServer
 from mcp_resources.subscriptions import broker, notify_resource_list_changed, notify_resource_updated
-from mcp_resources.transport import MCPEndpoint, streams
+from mcp_resources.transport import MCPEndpoint, MCPView, streams
+from mcp_resources.transport.sessions import Session, SessionStore, owner_of
+from mcp_resources.transport.views import error_response
 from testproject.library.models import Document
 from tests.conftest import RESOURCE
 from tests.stream_support import (
@@ -738,7 +746,7 @@ def session_headers(token: str | None, session: str | None = None) -> dict[str, 
     return headers
 
 
-async def new_session(app: Any, token: str) -> str:
+async def new_session(app: Any, token: str, **headers: str) -> str:
     body = {
         "jsonrpc": "2.0",
         "id": 0,
@@ -749,10 +757,11 @@ async def new_session(app: Any, token: str) -> str:
             "clientInfo": {"name": "pytest", "version": "0"},
         },
     }
-    status, headers, payload = await post(app, body, {"authorization": f"Bearer {token}"})
+    extra = {name.replace("_", "-"): value for name, value in headers.items()}
+    status, answered, payload = await post(app, body, {"authorization": f"Bearer {token}", **extra})
     assert status == 200, payload
     assert payload["result"]["capabilities"]["resources"] == {"subscribe": True, "listChanged": True}
-    return headers["mcp-session-id"]
+    return answered["mcp-session-id"]
 
 
 async def open_session_stream(app: Any, token: str, session: str | None = None) -> Exchange:
@@ -1066,4 +1075,137 @@ async def test_concurrent_session_subscribes_are_all_kept(app: Any, people: Peop
     for doc in docs:  # one at a time: SQLite's shared in-memory test database locks tables under concurrent use
         await in_thread(touch, doc)
         assert await stream.event() == updated(uri(doc))
+    await stream.disconnect()
+
+
+# The URLconf's view prepares the streams -----------------------------------------------------------------------------
+
+
+class RefusingServer(MCPServer):
+    """The default registry's server, refusing the URIs in ``refused`` and recording each URI it checks."""
+
+    def __init__(self, refused: set[str]) -> None:
+        super().__init__(registry)
+        self.refused = refused
+        self.checked: list[str] = []
+
+    def may_read(self, uri: str, ctx: Any) -> bool:
+        self.checked.append(uri)
+        return uri not in self.refused and super().may_read(uri, ctx)
+
+
+class DictSessionStore(SessionStore):
+    """Sessions kept in a dict of its own, not in ``SESSION_CACHE``; each lookup is recorded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sessions: dict[str, Session] = {}
+        self.looked_up: list[str] = []
+
+    def create(self, principal: Principal, protocol_version: str) -> Session:
+        session = Session(secrets.token_urlsafe(32), owner_of(principal), protocol_version)
+        self.sessions[session.id] = session
+        return session
+
+    def get(self, session_id: str, principal: Principal) -> Session | None:
+        self.looked_up.append(session_id)
+        session = self.sessions.get(session_id)
+        return session if session is not None and session.owner == owner_of(principal) else None
+
+    def end(self, session: Session) -> None:
+        self.sessions.pop(session.id, None)
+
+
+class GatedView(MCPView):
+    """A view of the project's own: its ``precheck`` refuses every request without ``X-Gate: open``."""
+
+    def precheck(self, request: HttpRequest) -> HttpResponse | None:
+        if request.headers.get("X-Gate") != "open":
+            return error_response(InvalidRequest("Gate closed", request_id=None), 403)
+        return super().precheck(request)
+
+
+def serving(view: Any) -> ModuleType:
+    """A root URLconf serving ``view`` at ``/mcp`` (``settings.ROOT_URLCONF`` also takes a module)."""
+    module = ModuleType("tests.test_streams_urls")
+    module.urlpatterns = [path("mcp", view)]  # type: ignore[attr-defined]
+    return module
+
+
+@pytest.fixture(params=["wsgi-handler", "asgi-handler"])
+def endpoint(request: pytest.FixtureRequest) -> MCPEndpoint:
+    """``MCPEndpoint.as_asgi()``, given no server: through Django's WSGI handler (the default) or its ASGI one."""
+    if request.param == "wsgi-handler":
+        return MCPEndpoint.as_asgi()
+    from testproject.asgi import django_asgi_app
+
+    return MCPEndpoint.as_asgi(django_asgi_app)
+
+
+async def test_listen_is_checked_by_the_urlconf_views_server(
+    endpoint: MCPEndpoint, people: People, settings: Any
+) -> None:
+    mine, refused = uri(people.alice_docs[0]), uri(people.alice_docs[1])
+    server = RefusingServer({refused})
+    settings.ROOT_URLCONF = serving(MCPView.as_view(server=server))
+    stream, ack = await opened(endpoint, people.alice_token, uris=[mine, refused])
+    assert ack["params"]["notifications"]["resourceSubscriptions"] == [mine]
+    assert server.checked == [mine, refused]
+    await stream.disconnect()
+
+
+async def test_a_session_stream_finds_its_session_in_the_urlconf_views_store(
+    endpoint: MCPEndpoint, people: People, settings: Any
+) -> None:
+    store = DictSessionStore()
+    settings.ROOT_URLCONF = serving(MCPView.as_view(session_store=store))
+    session = await new_session(endpoint, people.alice_token)
+    assert list(store.sessions) == [session]
+    stream = await open_session_stream(endpoint, people.alice_token, session)
+    assert store.looked_up == [session]
+    doc = people.alice_docs[0]
+    assert (await session_call(endpoint, people.alice_token, session, "resources/subscribe", uri=uri(doc)))[0] == 200
+    await in_thread(touch, doc)
+    assert await stream.event() == updated(uri(doc))
+    await stream.disconnect()
+
+
+async def test_the_urlconf_views_hooks_prepare_the_streams(
+    endpoint: MCPEndpoint, people: People, settings: Any
+) -> None:
+    settings.ROOT_URLCONF = serving(GatedView.as_view())
+    refused = await listen(endpoint, people.alice_token, list_changes=True)
+    assert refused.status == 403
+    assert (await refused.json())["error"]["message"] == "Gate closed"
+    session = await new_session(endpoint, people.alice_token, x_gate="open")
+    get = await Exchange(endpoint, scope("GET", session_headers(people.alice_token, session))).start()
+    assert get.status == 403
+    await get.body()
+    stream, _ = await opened(endpoint, people.alice_token, list_changes=True, x_gate="open")
+    await stream.disconnect()
+
+
+async def test_the_endpoints_own_server_overrides_the_urlconf_views(people: People, settings: Any) -> None:
+    """``MCPEndpoint.as_asgi(server=...)`` replaces the server of the URLconf's view for the streams, and only that."""
+    mine, refused = uri(people.alice_docs[0]), uri(people.alice_docs[1])
+    urlconf_server = RefusingServer(set())
+    settings.ROOT_URLCONF = serving(GatedView.as_view(server=urlconf_server))
+    server = RefusingServer({refused})
+    endpoint = MCPEndpoint.as_asgi(server=server)
+    stream, ack = await opened(endpoint, people.alice_token, uris=[mine, refused], x_gate="open")
+    assert ack["params"]["notifications"]["resourceSubscriptions"] == [mine]
+    assert (server.checked, urlconf_server.checked) == ([mine, refused], [])
+    gate_closed = await listen(endpoint, people.alice_token, uris=[mine])  # the view's own hooks still apply
+    assert gate_closed.status == 403
+    await gate_closed.body()
+    await stream.disconnect()
+
+
+async def test_an_endpoint_without_middleware_uses_the_session_store_it_is_given(people: People) -> None:
+    store = DictSessionStore()
+    endpoint = MCPEndpoint.as_asgi(middleware=False, session_store=store)
+    session = await new_session(endpoint, people.alice_token)
+    assert list(store.sessions) == [session]
+    stream = await open_session_stream(endpoint, people.alice_token, session)
+    assert store.looked_up == [session]
     await stream.disconnect()

@@ -16,9 +16,10 @@ Route the endpoint's path to :class:`MCPEndpoint` with Channels' routers, in fro
     })
 
 - ``subscriptions/listen`` (a POST with ``Mcp-Method: subscriptions/listen``) and a 2025-11-25 session's GET stream
-  are served here, on the event loop, with no thread per stream: the request is checked by
-  :class:`~mcp_resources.transport.views.MCPView` in one thread hop, then the stream waits on the channel layer
-  (:mod:`mcp_resources.transport.streams`).
+  are served here, on the event loop, with no thread per stream: the opening request goes through Django's handler
+  and the middleware like any request (one thread hop), and the URLconf's
+  :class:`~mcp_resources.transport.views.MCPView` prepares the stream with its server, session store and hooks; then
+  the stream waits on the channel layer (:mod:`mcp_resources.transport.streams`).
 - Every other request (POST, DELETE) goes through Django's request handler and the project's whole middleware
   stack, as any request. By default the handler is Django's WSGI handler (``get_wsgi_application()``), run in one
   worker thread: the middleware runs synchronously, as under gunicorn, in one thread hop for the whole request,
@@ -30,7 +31,9 @@ Route the endpoint's path to :class:`MCPEndpoint` with Channels' routers, in fro
   (:mod:`mcp_resources.cancellation`): a running ``resources/list`` query stops at once.
 - ``MCPEndpoint.as_asgi(middleware=False)`` opts out of the middleware: the view then runs in one thread hop
   without Django's handler, which skips every middleware of the project (Sentry, OpenTelemetry, security, CORS).
-  The view still validates ``Host`` and ``Origin`` and authenticates every request itself.
+  The view still validates ``Host`` and ``Origin`` and authenticates every request itself. It is the endpoint's
+  own view, and the URLconf is not consulted: give it ``server=`` and ``session_store=`` if the project's differ
+  from the defaults. With the middleware on, these two override the URLconf view's own for the streams only.
 - As the ``lifespan`` application it ends the open streams at shutdown (2026-07-28 listeners with the final
   result).
 """
@@ -54,6 +57,7 @@ from mcp_resources import cancellation
 from mcp_resources.conf import mcp_settings
 from mcp_resources.exceptions import InvalidRequest
 from mcp_resources.server import MCPServer
+from mcp_resources.transport.sessions import SessionStore
 from mcp_resources.transport.streams import Stream, StreamPlan, end_all_streams
 from mcp_resources.transport.views import (
     STREAM_PLAN_HEADER,
@@ -84,8 +88,10 @@ class MCPEndpoint:
 
     Without ``django_app``, requests other than streams run through Django's WSGI handler in one worker thread,
     the project's middleware included; with it, they are handed to that ASGI application (the project's
-    ``get_asgi_application()``). ``server`` serves another registry; ``middleware=False`` serves requests with the
-    view alone, without Django's handler and the middleware.
+    ``get_asgi_application()``). Either way the URLconf's view answers them and prepares the streams.
+    ``middleware=False`` serves requests with the endpoint's own view, without Django's handler and the middleware;
+    ``server`` and ``session_store`` are that view's (with the middleware on, they replace the URLconf view's own
+    for the streams).
     """
 
     body_timeout_seconds: float = 30.0
@@ -93,12 +99,20 @@ class MCPEndpoint:
     answered 408 with ``-32600``. Subclass to change it."""
 
     def __init__(
-        self, django_app: ASGIApp | None = None, *, server: MCPServer | None = None, middleware: bool = True
+        self,
+        django_app: ASGIApp | None = None,
+        *,
+        server: MCPServer | None = None,
+        session_store: SessionStore | None = None,
+        middleware: bool = True,
     ) -> None:
         self.django_app = django_app
         self.middleware = middleware
-        self.view = MCPView.as_view(server=server)
-        self.streams = MCPView(server=server)
+        # What the endpoint was given explicitly: its own view's, and set on the URLconf's view for a stream.
+        given = {"server": server, "session_store": session_store}
+        self.overrides: dict[str, Any] = {name: value for name, value in given.items() if value is not None}
+        self.view = MCPView.as_view(**self.overrides)
+        self.streams = MCPView(**self.overrides)
         self.django_handler: WSGIApp | None = None
         if middleware and django_app is None:
             from django.core.wsgi import get_wsgi_application
@@ -152,7 +166,7 @@ class MCPEndpoint:
         The middleware sees the opening request and the stream's response (its headers reach the client: security
         headers, CORS, cookies); the stream itself runs on the event loop afterwards, with no thread.
         """
-        slot = StreamSlot(kind, self.streams)
+        slot = StreamSlot(kind, self.overrides)
         scope = {**scope, STREAMS_SCOPE_KEY: True, STREAM_SLOT_KEY: slot}
         if not self.middleware:
             prepare = self.streams.prepare_listen if kind == "listen" else self.streams.prepare_session_stream

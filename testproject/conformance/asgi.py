@@ -1,8 +1,8 @@
 """ASGI entry point of the conformance profile: ``uvicorn testproject.conformance.asgi:application``.
 
 ``testproject.asgi`` with the profile's settings (``testproject.settings_conformance``, whose URLconf serves
-``/mcp`` with :class:`~testproject.conformance.server.ConformanceServer`) and that server for the streams too;
-``make conformance`` serves it.
+``/mcp`` with :class:`~testproject.conformance.server.ConformanceServer`: the URLconf's view prepares the streams
+too, so the endpoint is given no server); ``make conformance`` serves it.
 """
 
 from __future__ import annotations
@@ -19,9 +19,8 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402 - after
 from django.urls import path, re_path  # noqa: E402
 
 from mcp_resources.transport.asgi import MCPEndpoint  # noqa: E402
-from testproject.conformance.server import conformance_server  # noqa: E402
 
-mcp_endpoint = MCPEndpoint.as_asgi(server=conformance_server)
+mcp_endpoint = MCPEndpoint.as_asgi()
 
 application = ProtocolTypeRouter(
     {
