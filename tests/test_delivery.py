@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -327,6 +328,46 @@ async def test_a_stream_whose_queue_overflows_ends_with_its_final_result(setting
     assert len(events) == 3
     assert b"notifications/resources/updated" in events[1]
     assert "queue of STREAM_QUEUE_SIZE messages was full" in caplog.text
+
+
+async def test_shutdown_ends_the_streams_of_its_own_loop() -> None:
+    """``end_all_streams`` (a loop's lifespan shutdown) ends the streams of its loop: a stream served by another loop
+    of the process keeps going until that loop ends it. Before, it was cancelled from the wrong thread and waited
+    on from the wrong loop (``Event loop is closed`` once that loop had closed: a test that failed with a stream
+    open broke every later shutdown of the suite)."""
+    plan = StreamPlan(owner="elsewhere", uris=set(), list_changed=False, check=lambda _: True, subscription_id=8)
+    bodies: list[bytes] = []
+
+    async def start() -> asyncio.Task[None]:
+        gone = asyncio.Event()
+
+        async def receive() -> dict[str, Any]:
+            await gone.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.body":
+                bodies.append(message.get("body", b""))
+
+        task = asyncio.ensure_future(Stream(plan, receive, send).serve())
+        while not bodies:
+            await asyncio.sleep(0.01)
+        return task
+
+    other = asyncio.new_event_loop()
+    thread = threading.Thread(target=other.run_forever, daemon=True)
+    thread.start()
+    try:
+        task = asyncio.run_coroutine_threadsafe(start(), other).result(5)
+        await streams.end_all_streams(timeout=1)
+        assert not task.done()  # the other loop's stream was not touched
+        asyncio.run_coroutine_threadsafe(streams.end_all_streams(), other).result(5)
+        assert task.done()
+        assert b'"resultType":"complete"' in b"".join(bodies)
+    finally:
+        other.call_soon_threadsafe(other.stop)
+        thread.join(5)
+        other.close()
 
 
 def test_a_publication_number_filled_late_is_not_a_loss() -> None:

@@ -358,11 +358,14 @@ class Stream:
 
 
 async def end_all_streams(timeout: float = 5.0) -> None:
-    """End every open stream of this process (at shutdown); 2026-07-28 listeners get the final result first.
+    """End every open stream of the running event loop (at shutdown); 2026-07-28 listeners get the final result
+    first.
 
-    Waits up to ``timeout`` seconds for the streams to finish writing.
+    Waits up to ``timeout`` seconds for the streams to finish writing. Streams of another loop of the process (servers
+    in threads, a test suite's loop per test) are left to theirs, also when that loop has closed.
     """
-    tasks = [task for task in _active if task is not asyncio.current_task()]
+    loop = asyncio.get_running_loop()
+    tasks = [task for task in _active if task.get_loop() is loop and task is not asyncio.current_task()]
     for task in tasks:
         task.cancel()
     if tasks:
