@@ -1209,3 +1209,31 @@ async def test_an_endpoint_without_middleware_uses_the_session_store_it_is_given
     stream = await open_session_stream(endpoint, people.alice_token, session)
     assert store.looked_up == [session]
     await stream.disconnect()
+
+
+async def test_one_endpoint_at_two_paths_prepares_each_stream_with_the_view_of_its_path(
+    people: People, settings: Any
+) -> None:
+    """resources.md's second endpoint under ASGI: the same ``MCPEndpoint`` routed at both paths, each stream prepared
+    by the URLconf's view for its own path (here, the second path's server refuses a URI)."""
+    from channels.routing import URLRouter
+
+    mine, refused = uri(people.alice_docs[0]), uri(people.alice_docs[1])
+    internal = RefusingServer({refused})
+    urlconf = ModuleType("tests.test_streams_two_paths")
+    urlconf.urlpatterns = [  # type: ignore[attr-defined]
+        path("mcp", MCPView.as_view()),
+        path("mcp-internal", MCPView.as_view(server=internal)),
+    ]
+    settings.ROOT_URLCONF = urlconf
+    endpoint = MCPEndpoint.as_asgi()
+    app = URLRouter([path("mcp", endpoint), path("mcp-internal", endpoint)])  # type: ignore[arg-type]
+    for at, honoured in (("/mcp", [mine, refused]), ("/mcp-internal", [mine])):
+        stream = await Exchange(app, scope("POST", listen_headers(people.alice_token), path=at)).start(
+            listen_body(1, {"resourceSubscriptions": [mine, refused]})
+        )
+        assert stream.status == 200, await stream.body()
+        ack = await stream.event()
+        assert ack["params"]["notifications"]["resourceSubscriptions"] == honoured, at
+        await stream.disconnect()
+    assert internal.checked == [mine, refused]
