@@ -132,9 +132,8 @@ class MCPEndpoint:
             raise ValueError(f"MCPEndpoint serves HTTP, not {scope['type']!r}")
         headers = dict(scope.get("headers") or [])
         try:
-            body = await asyncio.wait_for(
-                self._read_body(receive, mcp_settings.max_request_bytes), self.body_timeout_seconds
-            )
+            async with asyncio.timeout(self.body_timeout_seconds):
+                body = await self._read_body(receive, mcp_settings.max_request_bytes)
         except _ClientGone:
             logger.debug("the client disconnected during its request body: nothing to do")
             return

@@ -147,10 +147,8 @@ class Stream:
     async def write(self, data: bytes) -> None:
         self.last_write = time.monotonic()
         try:
-            await asyncio.wait_for(
-                self.send({"type": "http.response.body", "body": data, "more_body": True}),
-                mcp_settings.stream_send_timeout_seconds,
-            )
+            async with asyncio.timeout(mcp_settings.stream_send_timeout_seconds):  # no task per write (wait_for's)
+                await self.send({"type": "http.response.body", "body": data, "more_body": True})
         except TimeoutError as exc:
             counts["ended_send_timeout"] += 1
             logger.warning("stream %s of %s ended: %s", self.id, self.plan.owner[:80], ENDINGS["send_timeout"])
