@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -14,6 +15,13 @@ from tests.wire_support import binding  # noqa: F401 (a fixture for every test m
 
 RESOURCE = "http://127.0.0.1:8000/mcp"
 """The demo's ``RESOURCE_URI`` in tests: tokens bound to it are accepted by requests to ``testserver``."""
+
+
+def urlconf(*patterns: Any) -> ModuleType:
+    """A root URLconf module made of ``patterns`` (``settings.ROOT_URLCONF`` also takes a module)."""
+    module = ModuleType("tests.urlconf")
+    module.urlpatterns = list(patterns)  # type: ignore[attr-defined]
+    return module
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -12,7 +12,6 @@ import hashlib
 import json
 import secrets
 from base64 import urlsafe_b64encode
-from types import ModuleType
 from typing import Any
 from urllib.parse import urlencode
 
@@ -37,6 +36,7 @@ from mcp_resources.registries import ResourceRegistry, registry
 from mcp_resources.resources import ModelResourceTemplate
 from mcp_resources.urls import well_known_urlpatterns
 from testproject.library.models import Document
+from tests.conftest import urlconf
 
 REDIRECT_URI = "http://127.0.0.1:9/cb"
 DEMO_SCOPES = {"documents:read": "Read your documents and notes", "documents": "All of your documents"}
@@ -44,13 +44,6 @@ DEMO_SCOPES = {"documents:read": "Read your documents and notes", "documents": "
 
 def ids(messages: list[checks.CheckMessage]) -> list[str]:
     return [message.id for message in messages]
-
-
-def urlconf(*patterns: Any) -> ModuleType:
-    """A root URLconf module made of ``patterns`` (``settings.ROOT_URLCONF`` also takes a module)."""
-    module = ModuleType("trap_urls")
-    module.urlpatterns = list(patterns)  # type: ignore[attr-defined]
-    return module
 
 
 def endpoint() -> Any:

@@ -20,13 +20,15 @@ from typing import Any
 
 import pytest
 from django.test import RequestFactory
+from django.urls import path
 
 from mcp_resources.exceptions import NotRegistered, ResourceNotFound
 from mcp_resources.protocol.versions import V2026_07_28
 from mcp_resources.registries import ResourceRegistry
 from mcp_resources.server import CallContext, MCPServer
 from mcp_resources.subscriptions.live import LiveSubscription
-from mcp_resources.transport import MCPEndpoint
+from mcp_resources.transport import MCPEndpoint, MCPView
+from tests.conftest import urlconf
 from tests.stream_support import Exchange, in_thread, listen_body, listen_headers, scope, updated
 
 URI = "app://cart"
@@ -389,7 +391,8 @@ async def test_only_the_deduplicated_pushes_reach_a_listener(settings: Any) -> N
     register(registry, page, "app://page")
     from testproject.asgi import django_asgi_app
 
-    app = MCPEndpoint.as_asgi(django_asgi_app, server=MCPServer(registry))
+    settings.ROOT_URLCONF = urlconf(path("mcp", MCPView.as_view(server=MCPServer(registry))))
+    app = MCPEndpoint.as_asgi(django_asgi_app)
     stream = await Exchange(app, scope("POST", listen_headers())).start(
         listen_body("live", {"resourceSubscriptions": ["app://cart", "app://page", "app://unknown"]})
     )

@@ -22,12 +22,12 @@ import tracemalloc
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 
 import pytest
 from asgiref.testing import ApplicationCommunicator
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.test import Client
@@ -44,7 +44,7 @@ from mcp_resources.transport import MCPEndpoint, MCPView, streams
 from mcp_resources.transport.sessions import Session, SessionStore, owner_of
 from mcp_resources.transport.views import error_response
 from testproject.library.models import Document
-from tests.conftest import RESOURCE
+from tests.conftest import RESOURCE, urlconf
 from tests.stream_support import (
     ACKNOWLEDGED,
     OMIT,
@@ -548,11 +548,12 @@ class CheckingServer(MCPServer):
         return super().may_read(uri, ctx)
 
 
-async def test_thousands_of_uris_are_refused_before_any_is_checked(people: People) -> None:
+async def test_thousands_of_uris_are_refused_before_any_is_checked(people: People, settings: Any) -> None:
     from testproject.asgi import django_asgi_app
 
     server = CheckingServer()
-    endpoint = MCPEndpoint.as_asgi(django_asgi_app, server=server)
+    settings.ROOT_URLCONF = urlconf(path("mcp", MCPView.as_view(server=server)))
+    endpoint = MCPEndpoint.as_asgi(django_asgi_app)
     stream = await listen(endpoint, people.alice_token, uris=[f"learn://documents/{i}" for i in range(5000)])
     assert stream.status == 400
     assert (await stream.json())["error"]["code"] == INVALID_PARAMS
@@ -1125,13 +1126,6 @@ class GatedView(MCPView):
         return super().precheck(request)
 
 
-def serving(view: Any) -> ModuleType:
-    """A root URLconf serving ``view`` at ``/mcp`` (``settings.ROOT_URLCONF`` also takes a module)."""
-    module = ModuleType("tests.test_streams_urls")
-    module.urlpatterns = [path("mcp", view)]  # type: ignore[attr-defined]
-    return module
-
-
 @pytest.fixture(params=["wsgi-handler", "asgi-handler"])
 def endpoint(request: pytest.FixtureRequest) -> MCPEndpoint:
     """``MCPEndpoint.as_asgi()``, given no server: through Django's WSGI handler (the default) or its ASGI one."""
@@ -1147,7 +1141,7 @@ async def test_listen_is_checked_by_the_urlconf_views_server(
 ) -> None:
     mine, refused = uri(people.alice_docs[0]), uri(people.alice_docs[1])
     server = RefusingServer({refused})
-    settings.ROOT_URLCONF = serving(MCPView.as_view(server=server))
+    settings.ROOT_URLCONF = urlconf(path("mcp", MCPView.as_view(server=server)))
     stream, ack = await opened(endpoint, people.alice_token, uris=[mine, refused])
     assert ack["params"]["notifications"]["resourceSubscriptions"] == [mine]
     assert server.checked == [mine, refused]
@@ -1158,7 +1152,7 @@ async def test_a_session_stream_finds_its_session_in_the_urlconf_views_store(
     endpoint: MCPEndpoint, people: People, settings: Any
 ) -> None:
     store = DictSessionStore()
-    settings.ROOT_URLCONF = serving(MCPView.as_view(session_store=store))
+    settings.ROOT_URLCONF = urlconf(path("mcp", MCPView.as_view(session_store=store)))
     session = await new_session(endpoint, people.alice_token)
     assert list(store.sessions) == [session]
     stream = await open_session_stream(endpoint, people.alice_token, session)
@@ -1173,7 +1167,7 @@ async def test_a_session_stream_finds_its_session_in_the_urlconf_views_store(
 async def test_the_urlconf_views_hooks_prepare_the_streams(
     endpoint: MCPEndpoint, people: People, settings: Any
 ) -> None:
-    settings.ROOT_URLCONF = serving(GatedView.as_view())
+    settings.ROOT_URLCONF = urlconf(path("mcp", GatedView.as_view()))
     refused = await listen(endpoint, people.alice_token, list_changes=True)
     assert refused.status == 403
     assert (await refused.json())["error"]["message"] == "Gate closed"
@@ -1185,20 +1179,15 @@ async def test_the_urlconf_views_hooks_prepare_the_streams(
     await stream.disconnect()
 
 
-async def test_the_endpoints_own_server_overrides_the_urlconf_views(people: People, settings: Any) -> None:
-    """``MCPEndpoint.as_asgi(server=...)`` replaces the server of the URLconf's view for the streams, and only that."""
-    mine, refused = uri(people.alice_docs[0]), uri(people.alice_docs[1])
-    urlconf_server = RefusingServer(set())
-    settings.ROOT_URLCONF = serving(GatedView.as_view(server=urlconf_server))
-    server = RefusingServer({refused})
-    endpoint = MCPEndpoint.as_asgi(server=server)
-    stream, ack = await opened(endpoint, people.alice_token, uris=[mine, refused], x_gate="open")
-    assert ack["params"]["notifications"]["resourceSubscriptions"] == [mine]
-    assert (server.checked, urlconf_server.checked) == ([mine, refused], [])
-    gate_closed = await listen(endpoint, people.alice_token, uris=[mine])  # the view's own hooks still apply
-    assert gate_closed.status == 403
-    await gate_closed.body()
-    await stream.disconnect()
+def test_the_endpoint_refuses_a_server_or_store_that_only_its_streams_would_use() -> None:
+    """With the middleware on, the URLconf's view serves every request and prepares every stream: a server or store
+    given to the endpoint would apply to its streams alone (another server than the one answering the same caller's
+    other requests, or sessions looked up where they were not created), so it is refused at start-up."""
+    with pytest.raises(ImproperlyConfigured, match=r"server only with middleware=False.*MCPView\.as_view"):
+        MCPEndpoint.as_asgi(server=RefusingServer(set()))
+    with pytest.raises(ImproperlyConfigured, match="server and session_store only with middleware=False"):
+        MCPEndpoint.as_asgi(server=RefusingServer(set()), session_store=DictSessionStore())
+    MCPEndpoint.as_asgi(middleware=False, server=RefusingServer(set()), session_store=DictSessionStore())
 
 
 async def test_an_endpoint_without_middleware_uses_the_session_store_it_is_given(people: People) -> None:
@@ -1220,12 +1209,9 @@ async def test_one_endpoint_at_two_paths_prepares_each_stream_with_the_view_of_i
 
     mine, refused = uri(people.alice_docs[0]), uri(people.alice_docs[1])
     internal = RefusingServer({refused})
-    urlconf = ModuleType("tests.test_streams_two_paths")
-    urlconf.urlpatterns = [  # type: ignore[attr-defined]
-        path("mcp", MCPView.as_view()),
-        path("mcp-internal", MCPView.as_view(server=internal)),
-    ]
-    settings.ROOT_URLCONF = urlconf
+    settings.ROOT_URLCONF = urlconf(
+        path("mcp", MCPView.as_view()), path("mcp-internal", MCPView.as_view(server=internal))
+    )
     endpoint = MCPEndpoint.as_asgi()
     app = URLRouter([path("mcp", endpoint), path("mcp-internal", endpoint)])  # type: ignore[arg-type]
     for at, honoured in (("/mcp", [mine, refused]), ("/mcp-internal", [mine])):

@@ -33,7 +33,8 @@ Route the endpoint's path to :class:`MCPEndpoint` with Channels' routers, in fro
   without Django's handler, which skips every middleware of the project (Sentry, OpenTelemetry, security, CORS).
   The view still validates ``Host`` and ``Origin`` and authenticates every request itself. It is the endpoint's
   own view, and the URLconf is not consulted: give it ``server=`` and ``session_store=`` if the project's differ
-  from the defaults. With the middleware on, these two override the URLconf view's own for the streams only.
+  from the defaults. With the middleware on, the URLconf's view serves every request, streams included, and these
+  two are refused (``ImproperlyConfigured``): give them to ``MCPView.as_view()``.
 - As the ``lifespan`` application it ends the open streams at shutdown (2026-07-28 listeners with the final
   result).
 """
@@ -50,6 +51,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.core import signals
+from django.core.exceptions import ImproperlyConfigured
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
@@ -90,8 +92,8 @@ class MCPEndpoint:
     the project's middleware included; with it, they are handed to that ASGI application (the project's
     ``get_asgi_application()``). Either way the URLconf's view answers them and prepares the streams.
     ``middleware=False`` serves requests with the endpoint's own view, without Django's handler and the middleware;
-    ``server`` and ``session_store`` are that view's (with the middleware on, they replace the URLconf view's own
-    for the streams).
+    ``server`` and ``session_store`` are that view's, and are refused with the middleware on (the URLconf's view has
+    its own).
     """
 
     body_timeout_seconds: float = 30.0
@@ -106,13 +108,17 @@ class MCPEndpoint:
         session_store: SessionStore | None = None,
         middleware: bool = True,
     ) -> None:
+        options = {"server": server, "session_store": session_store}
+        given = {name: value for name, value in options.items() if value is not None}
+        if middleware and given:
+            raise ImproperlyConfigured(
+                f"MCPEndpoint takes {' and '.join(given)} only with middleware=False: with the middleware, the "
+                "URLconf's MCPView serves every request, streams included; give them to MCPView.as_view()"
+            )
         self.django_app = django_app
         self.middleware = middleware
-        # What the endpoint was given explicitly: its own view's, and set on the URLconf's view for a stream.
-        given = {"server": server, "session_store": session_store}
-        self.overrides: dict[str, Any] = {name: value for name, value in given.items() if value is not None}
-        self.view = MCPView.as_view(**self.overrides)
-        self.streams = MCPView(**self.overrides)
+        self.view = MCPView.as_view(**given)
+        self.streams = MCPView(**given)
         self.django_handler: WSGIApp | None = None
         if middleware and django_app is None:
             from django.core.wsgi import get_wsgi_application
@@ -165,7 +171,7 @@ class MCPEndpoint:
         The middleware sees the opening request and the stream's response (its headers reach the client: security
         headers, CORS, cookies); the stream itself runs on the event loop afterwards, with no thread.
         """
-        slot = StreamSlot(kind, self.overrides)
+        slot = StreamSlot(kind)
         scope = {**scope, STREAMS_SCOPE_KEY: True, STREAM_SLOT_KEY: slot}
         if not self.middleware:
             prepare = self.streams.prepare_listen if kind == "listen" else self.streams.prepare_session_stream

@@ -161,24 +161,18 @@ class StreamSlot:
 
     ``kind`` is ``"listen"`` (a ``subscriptions/listen`` POST) or ``"session"`` (a 2025-11-25 session's GET). Once
     the request has reached the URLconf's view through the middleware, that view prepares the stream (its server,
-    session store and hooks), with ``overrides`` (``server``, ``session_store``: what the endpoint was given
-    explicitly) set on a copy of it. The view leaves the plan in ``plan`` and answers a placeholder response (200,
+    session store and hooks). It leaves the plan in ``plan`` and answers a placeholder response (200,
     ``X-MCP-Stream-Plan: <nonce>``) that the middleware sees as the stream's response;
     :class:`~mcp_resources.transport.asgi.MCPEndpoint` then serves the stream with the headers the middleware
     added. Any other response (a refusal of the view or of a middleware) is sent as it is.
     """
 
     kind: str
-    overrides: dict[str, Any] = field(default_factory=dict)
     plan: StreamPlan | None = None
     nonce: str = field(default_factory=lambda: secrets.token_hex(8))
 
     def fill(self, request: HttpRequest, view: MCPView) -> HttpResponse:
         """Prepare the stream with ``view``, the URLconf's view that found this slot."""
-        if self.overrides:
-            view = copy.copy(view)
-            for name, value in self.overrides.items():
-                setattr(view, name, value)
         prepare = view.prepare_listen if self.kind == "listen" else view.prepare_session_stream
         outcome = prepare(request)
         if not isinstance(outcome, StreamPlan):
