@@ -111,9 +111,10 @@ class MCPEndpoint:
         options = {"server": server, "session_store": session_store}
         given = {name: value for name, value in options.items() if value is not None}
         if middleware and given:
+            names = " and ".join(given)
             raise ImproperlyConfigured(
-                f"MCPEndpoint takes {' and '.join(given)} only with middleware=False: with the middleware, the "
-                "URLconf's MCPView serves every request, streams included; give them to MCPView.as_view()"
+                f"MCPEndpoint takes {names} only with middleware=False: with the middleware, the URLconf's MCPView "
+                f"serves every request, streams included; give {names} to MCPView.as_view() in the URLconf"
             )
         self.django_app = django_app
         self.middleware = middleware
