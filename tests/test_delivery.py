@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -277,6 +279,105 @@ async def test_messages_the_layer_drops_end_the_streams_that_missed_them(
         await stream.disconnect()
 
 
+async def test_the_last_publications_before_a_silence_are_not_lost_silently(
+    alice: Any, make_token: Callable[..., str], monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    """The layer drops the last 2 of 5 numbered publications and nothing follows them. Before, no later number
+    revealed the gap: the streams stayed open, two updates short, and nothing was logged. The publisher's fence
+    (its last number, sent once the group falls silent) reveals them: the streams of that document end with their
+    final result; a stream of another document goes on."""
+    monkeypatch.setattr(broker, "FENCE_DELAY_SECONDS", 0.2, raising=False)
+    monkeypatch.setattr(fanout, "LOSS_GRACE_SECONDS", 0.2)
+    docs = await in_thread(documents, alice, 2)
+    token = await in_thread(make_token, alice)
+    opened = await open_streams(token, [uri(docs[0]), uri(docs[1])], per_uri=2)
+    caplog.set_level(logging.WARNING, logger="mcp_resources.subscriptions")
+    before = delivery_counts()
+    group = broker.uri_group(uri(docs[0]))
+    layer = broker.get_layer()
+    for number in range(5):
+        message = broker.numbered(group, {"type": broker.UPDATED, "uri": uri(docs[0])})
+        if number < 3:  # the layer dropped the last two
+            await layer.group_send(group, message)
+    for stream in opened[uri(docs[0])]:
+        messages = await stream.until_closed(timeout=10)
+        assert messages[-1] == final_result(stream_id(stream)), messages
+        assert [m["method"] for m in messages[:-1]] == [UPDATED] * 3
+    after = delivery_counts()
+    assert after["lost_messages"] - before.get("lost_messages", 0) == 2
+    assert after["ended_lost"] - before.get("ended_lost", 0) == 2
+    assert "the channel layer dropped 2 message(s) for 2 stream(s) of this process" in caplog.text
+    await in_thread(notify_resource_updated, uri(docs[1]))
+    for stream in opened[uri(docs[1])]:
+        assert (await stream.event())["method"] == UPDATED
+        await stream.disconnect()
+
+
+async def test_a_fence_after_publications_that_all_arrived_ends_nothing(
+    alice: Any, make_token: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every publication arrived: the fences that follow each silence find nothing missing, and the stream goes on
+    receiving (it is neither ended nor sent the fence)."""
+    monkeypatch.setattr(broker, "FENCE_DELAY_SECONDS", 0.1)
+    monkeypatch.setattr(fanout, "LOSS_GRACE_SECONDS", 0.1)
+    doc = (await in_thread(documents, alice, 1))[0]
+    token = await in_thread(make_token, alice)
+    stream = (await open_streams(token, [uri(doc)], per_uri=1))[uri(doc)][0]
+    before = delivery_counts()
+    for _ in range(2):
+        for _ in range(3):
+            await in_thread(notify_resource_updated, uri(doc))
+        assert [(await stream.event())["method"] for _ in range(3)] == [UPDATED] * 3
+        await asyncio.sleep(0.1 + 0.1 + fanout.TICK_SECONDS + 0.3)  # the fence, its grace, a tick of the fan-out
+    await in_thread(notify_resource_updated, uri(doc))
+    assert (await stream.event())["method"] == UPDATED
+    after = delivery_counts()
+    assert after.get("lost_messages", 0) == before.get("lost_messages", 0)
+    assert after.get("ended_lost", 0) == before.get("ended_lost", 0)
+    await stream.disconnect()
+
+
+SHORT_LIVED_PUBLISHER = """
+import asyncio, sys
+import django
+django.setup()
+from django.conf import settings
+settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
+                                       "CONFIG": {"hosts": [sys.argv[1]]}}}
+from mcp_resources.subscriptions import broker
+uri = sys.argv[2]
+group = broker.uri_group(uri)
+first = broker.numbered(group, {"type": broker.UPDATED, "uri": uri})
+broker.numbered(group, {"type": broker.UPDATED, "uri": uri})  # the layer dropped this one
+asyncio.run(broker.get_layer().group_send(group, first))
+# and the process exits at once, long before its fence would fall due
+"""
+
+
+async def test_a_publisher_that_exits_sends_its_fences_first(
+    alice: Any, make_token: Callable[..., str], redis_layer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A management command or a task worker publishes and exits before the fence delay: its fences go out as it
+    exits, so a last publication the layer dropped is still noticed (here on Redis, from another process)."""
+    monkeypatch.setattr(fanout, "LOSS_GRACE_SECONDS", 0.2)
+    doc = (await in_thread(documents, alice, 1))[0]
+    token = await in_thread(make_token, alice)
+    stream = (await open_streams(token, [uri(doc)], per_uri=1))[uri(doc)][0]
+    before = delivery_counts()
+    env = live._base_env("testproject.settings")
+    started = time.monotonic()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", SHORT_LIVED_PUBLISHER, redis_layer, uri(doc), env=env, stderr=asyncio.subprocess.PIPE
+    )
+    _, stderr = await process.communicate()
+    assert process.returncode == 0, stderr.decode()
+    assert time.monotonic() - started < 60
+    messages = await stream.until_closed(timeout=15)
+    assert [m.get("method") for m in messages[:-1]] == [UPDATED]
+    assert messages[-1] == final_result(stream_id(stream)), messages
+    assert delivery_counts()["lost_messages"] - before.get("lost_messages", 0) == 1
+
+
 def stream_id(stream: Exchange) -> Any:
     """The subscription id a stream opened by :func:`open_streams` was given (its listen request's id)."""
     return _ids[id(stream)]
@@ -381,6 +482,45 @@ def test_a_publication_number_filled_late_is_not_a_loss() -> None:
     assert sequence.overdue(now=100.0) == 0
     assert sequence.see(8 + fanout.MAX_HOLES + 2, now=100.0)
     assert sequence.overdue(now=100.0) == fanout.MAX_HOLES + 1  # too large a gap to wait for: lost at once
+
+
+def test_a_fence_marks_every_number_up_to_it_missing_until_it_arrives() -> None:
+    sequence = Sequence(high=2)
+    sequence.expect(5, now=0.0)  # 3, 4 and 5 were published and have not arrived
+    assert sequence.see(4, now=0.5)  # late, within the grace period: delivered
+    assert sequence.overdue(now=fanout.LOSS_GRACE_SECONDS) == 2
+    sequence.expect(5, now=10.0)  # a fence repeated, or one for what was seen: nothing new
+    sequence.expect(1, now=10.0)
+    assert sequence.overdue(now=100.0) == 0
+    assert sequence.see(6, now=100.0)
+
+
+def test_a_fence_of_a_publisher_not_heard_from_counts_only_what_it_published_after_the_join() -> None:
+    layer = broker.get_layer()
+    joined = 1000.0
+    cases = {
+        "before": ({"since": 10.0, "at": joined - 5, "seq": 7}, 0),  # published before this process joined
+        "after": ({"since": 10.0, "at": joined + 60, "seq": 7}, 1),  # its last one came after: that one is missing
+        "began-after": ({"since": joined + 60, "at": joined + 61, "seq": 3}, 3),  # a sequence begun after the join
+    }
+    for name, (numbers, lost) in cases.items():
+        fan = fanout.Fanout(layer)
+        fan.members["g"] = set()
+        fan.joined_at["g"] = joined
+        fan._fence("g", {"type": broker.FENCE, "group": "g", "origin": name, **numbers})
+        (sequence,) = fan.sequences["g"].values()
+        assert sequence.overdue(now=time.time() + fanout.LOSS_GRACE_SECONDS) == lost, name
+
+
+def test_a_group_published_again_before_its_fence_is_due_owes_one_fence() -> None:
+    """The fence follows the last publication: each publication pushes it back (it carries the last number)."""
+    fences = broker._Fences()
+    fences.pid = os.getpid()  # no thread: taken by hand
+    fences.owe("g", ("o", 1.0, 1, 1.0))
+    fences.owe("h", ("o", 1.0, 1, 1.0))
+    fences.owe("g", ("o", 1.0, 2, 2.0))
+    assert fences.take(block=False) == [("h", ("o", 1.0, 1, 1.0)), ("g", ("o", 1.0, 2, 2.0))]
+    assert fences.take(block=False) == []
 
 
 def test_publications_are_numbered_per_group() -> None:

@@ -11,11 +11,19 @@ Publications are numbered: each carries its publisher (``origin``: this process)
 (``seq``) and when that sequence began (``since``, wall-clock seconds). A receiver that sees a number skipped knows
 the layer dropped a message (a channel over its ``capacity``) and ends the streams that would have received it
 with a final message, so no loss goes unnoticed (:mod:`mcp_resources.transport.fanout`).
+
+A skipped number is seen when a later one arrives; the last publications before a silence have none after them. So
+each publisher follows its last publication for a group, :data:`FENCE_DELAY_SECONDS` later, with a *fence*: a
+message that carries that publication's number and is not delivered to any client. A receiver that has not seen
+every number up to the fence's knows what it missed. Fences are sent by one daemon thread per publishing process
+(started with its first publication; a process that exits sends the fences it still owes at once), and a group
+published more often than the delay gets no fence until it falls silent.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import hashlib
 import logging
 import os
@@ -35,6 +43,12 @@ LIST_CHANGED_GROUP = "mcp_resources.list_changed"
 UPDATED = "mcp.resource.updated"
 LIST_CHANGED = "mcp.resource.list_changed"
 SESSION_CONTROL = "mcp.session.control"
+FENCE = "mcp.fence"
+"""A publisher's last number for a group so far (see the module's docstring): checked, never delivered."""
+FENCE_DELAY_SECONDS = 2.0
+"""Silence after a group's last publication before its publisher sends the fence."""
+SEND_TIMEOUT_SECONDS = 10.0
+"""The most a publication sent from a thread waits for the layer (then it is logged as failed)."""
 
 IN_MEMORY_CAPACITY = 100
 """Messages the fallback in-memory layer buffers per channel (a stream); configure ``CHANNEL_LAYERS`` to change it."""
@@ -98,7 +112,69 @@ def numbered(group: str, message: dict[str, Any]) -> dict[str, Any]:
         _sequences[group] = (since, seq + 1)
         while len(_sequences) > SEQUENCES_KEPT:
             _sequences.popitem(last=False)
+    _fences.owe(group, (name, since, seq + 1, time.time()))
     return {**message, "group": group, "origin": name, "since": since, "seq": seq + 1}
+
+
+class _Fences:
+    """The fences this process owes, sent by one daemon thread once each group has been silent long enough."""
+
+    def __init__(self) -> None:
+        self.due: OrderedDict[str, tuple[float, tuple[str, float, int, float]]] = OrderedDict()  # oldest due first
+        self.condition = threading.Condition()
+        self.pid = 0
+
+    def owe(self, group: str, number: tuple[str, float, int, float]) -> None:
+        """Owe a fence for ``group`` after its publication ``number`` (origin, since, seq, when it was numbered);
+        this replaces the fence owed for an earlier publication."""
+        with self.condition:
+            self.due.pop(group, None)
+            self.due[group] = (time.monotonic() + FENCE_DELAY_SECONDS, number)
+            while len(self.due) > SEQUENCES_KEPT:
+                self.due.popitem(last=False)
+            if self.pid != os.getpid():  # the first publication of this process (a fork has no thread of its own)
+                self.pid = os.getpid()
+                threading.Thread(target=self.run, name="mcp-resources-fences", daemon=True).start()
+            self.condition.notify()
+
+    def take(self, block: bool = True) -> list[tuple[str, tuple[str, float, int, float]]]:
+        """The fences due now (all of them when not ``block``); waits for the first to fall due when ``block``."""
+        with self.condition:
+            while block:
+                if self.due:
+                    wait = next(iter(self.due.values()))[0] - time.monotonic()
+                    if wait <= 0:
+                        break
+                    self.condition.wait(wait)
+                else:
+                    self.condition.wait()
+            taken = []
+            now = time.monotonic()
+            while self.due:
+                group, (when, number) = next(iter(self.due.items()))
+                if block and when > now:
+                    break
+                del self.due[group]
+                taken.append((group, number))
+            return taken
+
+    def run(self) -> None:
+        while True:
+            self.send(self.take())
+
+    def flush(self) -> None:
+        """Send every fence still owed now (at exit: a short-lived publisher would otherwise owe them forever)."""
+        if self.pid == os.getpid():
+            self.send(self.take(block=False))
+
+    @staticmethod
+    def send(fences: list[tuple[str, tuple[str, float, int, float]]]) -> None:
+        for group, (name, since, seq, at) in fences:
+            _send(group, {"type": FENCE, "group": group, "origin": name, "since": since, "seq": seq, "at": at})
+
+
+_fences = _Fences()
+atexit.register(_fences.flush)
 
 
 _stream_loop: asyncio.AbstractEventLoop | None = None
@@ -114,14 +190,24 @@ def bind_stream_loop(loop: asyncio.AbstractEventLoop) -> None:
 def publish(group: str, message: dict[str, Any]) -> None:
     """Send ``message`` to ``group`` from any thread, numbered; failures are logged, never raised."""
     try:
+        if get_layer() is _local_layer and not _serving():
+            return  # no stream was ever served by this process: nobody to tell
+    except Exception:
+        logger.exception("could not publish %s", message.get("type"))
+        return
+    _send(group, numbered(group, message))
+
+
+def _serving() -> bool:
+    return _stream_loop is not None and _stream_loop.is_running()
+
+
+def _send(group: str, message: dict[str, Any]) -> None:
+    """Send a numbered message (or a fence) to ``group`` from any thread; failures are logged, never raised."""
+    try:
         layer = get_layer()
         loop = _stream_loop
-        serving = loop is not None and loop.is_running()
-        if layer is _local_layer and not serving:
-            return  # no stream was ever served by this process: nobody to tell
-        message = numbered(group, message)
-        if serving:
-            assert loop is not None
+        if loop is not None and loop.is_running():
             try:
                 running = asyncio.get_running_loop()
             except RuntimeError:
@@ -131,11 +217,24 @@ def publish(group: str, message: dict[str, Any]) -> None:
                 _pending.add(task)
                 task.add_done_callback(_pending.discard)
             else:
-                asyncio.run_coroutine_threadsafe(layer.group_send(group, message), loop).result(timeout=10)
+                asyncio.run_coroutine_threadsafe(layer.group_send(group, message), loop).result(SEND_TIMEOUT_SECONDS)
             return
-        async_to_sync(layer.group_send)(group, message)
+        if layer is _local_layer:
+            return  # the streams' loop has stopped: nobody to tell
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            # No loop in this thread (a WSGI worker, the fences' thread, interpreter exit): one of its own.
+            asyncio.run(_bounded(layer.group_send(group, message)))
+        else:
+            async_to_sync(layer.group_send)(group, message)
     except Exception:
         logger.exception("could not publish %s", message.get("type"))
+
+
+async def _bounded(sending: Any) -> None:
+    async with asyncio.timeout(SEND_TIMEOUT_SECONDS):
+        await sending
 
 
 async def apublish(group: str, message: dict[str, Any]) -> None:

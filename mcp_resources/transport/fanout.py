@@ -6,7 +6,8 @@ Every stream served by an event loop shares one channel of the layer (one receiv
 1. Its number is checked (:mod:`mcp_resources.subscriptions.broker` numbers publications per publisher and group).
    A number skipped and not filled within :data:`LOSS_GRACE_SECONDS` means the layer dropped a message (this
    process's channel was over the layer's ``capacity``): every stream of that group is ended with a final
-   message, so its client subscribes again and re-reads instead of missing an update silently.
+   message, so its client subscribes again and re-reads instead of missing an update silently. A publisher's fence
+   (its last number, sent once the group falls silent) reveals the last publications lost before a silence.
 2. The streams that want it are grouped by caller (the same credentials on the same server): one access decision
    per caller, every caller decided in one thread hop, in one query where the template allows
    (:meth:`~mcp_resources.server.MCPServer.may_read_each`). At most :data:`CONCURRENT_DECISIONS` URIs are decided
@@ -93,6 +94,12 @@ class Sequence:
             self.high = seq
             return True
         return self.holes.pop(seq, None) is not None
+
+    def expect(self, seq: int, now: float) -> None:
+        """A fence: every number up to ``seq`` was published; those not seen yet are missing from now."""
+        if seq > self.high:
+            self.see(seq, now)
+            self.holes[seq] = now
 
     def overdue(self, now: float) -> int:
         """Forget and count the numbers given up on (and gaps too large to wait for)."""
@@ -232,15 +239,31 @@ class Fanout:
 
     def _fresh(self, group: str, message: dict[str, Any]) -> bool:
         """Check the message's number; whether to deliver it (not a duplicate)."""
-        origin, seq, since = message.get("origin"), message.get("seq"), message.get("since")
-        if not isinstance(origin, str) or not isinstance(seq, int) or not isinstance(since, int | float):
+        publisher = _publisher(message)
+        if publisher is None:
             return True  # not numbered (published by other code): delivered, nothing to check
+        origin, since, seq = publisher
         publishers = self.sequences.setdefault(group, {})
         sequence = publishers.get((origin, since))
         if sequence is None:
             began_after_join = since > self.joined_at.get(group, float("inf")) + JOIN_SKEW_SECONDS
             publishers[(origin, since)] = sequence = Sequence(0 if began_after_join else seq - 1)
         return sequence.see(seq, time.time())
+
+    def _fence(self, group: str, message: dict[str, Any]) -> None:
+        """A publisher's fence: what it published up to its number and did not arrive is missing."""
+        publisher, at = _publisher(message), message.get("at")
+        if publisher is None or not isinstance(at, int | float):
+            return
+        origin, since, seq = publisher
+        publishers = self.sequences.setdefault(group, {})
+        sequence = publishers.get((origin, since))
+        if sequence is None:
+            # A publisher not heard from since this process joined: only what it published after joining counts.
+            joined = self.joined_at.get(group, float("inf")) + JOIN_SKEW_SECONDS
+            high = 0 if since > joined else seq - 1 if at > joined else seq
+            publishers[(origin, since)] = sequence = Sequence(high)
+        sequence.expect(seq, time.time())
 
     async def _route(self, message: dict[str, Any]) -> None:
         kind = message.get("type")
@@ -262,6 +285,10 @@ class Fanout:
             group = broker.LIST_CHANGED_GROUP
             if group in self.members and self._fresh(group, message):
                 self._append_ready(Entry(group, message=message))
+        elif kind == broker.FENCE:
+            fenced = message.get("group")
+            if isinstance(fenced, str) and fenced in self.members:
+                self._fence(fenced, message)
         elif kind == broker.SESSION_CONTROL:
             session = message.get("group")
             if isinstance(session, str) and session in self.members and self._fresh(session, message):
@@ -310,6 +337,14 @@ class Fanout:
             elif entry.message is not None:
                 for stream in list(self.members.get(entry.group, ())):
                     stream.control(entry.message)
+
+
+def _publisher(message: dict[str, Any]) -> tuple[str, float, int] | None:
+    """A numbered message's ``(origin, since, seq)``; ``None`` when it is not numbered."""
+    origin, since, seq = message.get("origin"), message.get("since"), message.get("seq")
+    if not isinstance(origin, str) or not isinstance(since, int | float) or type(seq) is not int:
+        return None
+    return origin, since, seq
 
 
 @dataclass(eq=False)
