@@ -8,7 +8,8 @@ other path to Django's ASGI handler).
   ``MCPEndpoint.as_asgi(django_asgi_app)``: MCP requests go through Django's ASGI handler (middleware in async
   mode) instead of its WSGI handler in one worker thread (the default).
 - ``MCP_BENCH_ASGI_MIDDLEWARE=0`` builds the endpoint with ``middleware=False``: the documented opt-in that serves
-  MCP requests in one thread hop without Django's handler and without the project's middleware.
+  MCP requests in one thread hop without Django's handler and without the project's middleware. It takes no Django
+  application, so it does not combine with ``MCP_BENCH_ASGI_HANDLER=asgi`` (``ImproperlyConfigured`` at start-up).
 """
 
 from __future__ import annotations

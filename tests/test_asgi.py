@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from asgiref.testing import ApplicationCommunicator
 from django.core import signals
+from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
 from mcp_resources.cancellation import token_for
@@ -55,10 +56,8 @@ def mcp_settings(settings: Any) -> None:
 
 
 def fast_front() -> MCPEndpoint:
-    """The opt-in front without Django's handler and middleware, in front of the project's Django application."""
-    from testproject.asgi import django_asgi_app
-
-    return MCPEndpoint.as_asgi(django_asgi_app, middleware=False)
+    """The opt-in front without Django's handler and middleware (a router sends the other paths to Django)."""
+    return MCPEndpoint.as_asgi(middleware=False)
 
 
 # The project's middleware, seen from inside -------------------------------------------------------------------
@@ -517,6 +516,20 @@ async def test_lifespan_startup_and_shutdown() -> None:
     await lifespan.send_input({"type": "lifespan.shutdown"})
     assert await lifespan.receive_output(5) == {"type": "lifespan.shutdown.complete"}
     await lifespan.wait(5)
+
+
+def test_the_fast_front_refuses_a_django_application_it_would_never_call() -> None:
+    """Without the middleware the endpoint serves MCP requests itself, without Django's handler: an application given
+    to it was ignored silently (a project may believe its requests still reach Django's ASGI handler), so it is
+    refused at start-up with what to do instead."""
+    from testproject.asgi import django_asgi_app
+
+    with pytest.raises(ImproperlyConfigured, match=r"no django_app with middleware=False.*route the project's other"):
+        MCPEndpoint.as_asgi(django_asgi_app, middleware=False)
+    with pytest.raises(ImproperlyConfigured, match="no django_app with middleware=False"):
+        MCPEndpoint(django_asgi_app, middleware=False)
+    MCPEndpoint.as_asgi(middleware=False)
+    MCPEndpoint.as_asgi(django_asgi_app)
 
 
 async def test_the_endpoint_refuses_websockets() -> None:

@@ -84,10 +84,9 @@ def default_front(settings: Any, server: MCPServer) -> Any:
 
 
 def fast_front(server: MCPServer) -> MCPEndpoint:
-    """``MCPEndpoint(middleware=False)`` serving ``server``, in front of the project's Django application."""
-    from testproject.asgi import django_asgi_app
-
-    return MCPEndpoint.as_asgi(django_asgi_app, middleware=False, server=server)
+    """``MCPEndpoint(middleware=False)`` serving ``server`` (it takes no Django application: it serves MCP requests
+    without Django's handler)."""
+    return MCPEndpoint.as_asgi(middleware=False, server=server)
 
 
 @pytest.fixture

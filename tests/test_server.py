@@ -8,10 +8,12 @@ from typing import Any
 import pytest
 
 from mcp_resources import MCPError, MCPServer, Method
-from mcp_resources.exceptions import INTERNAL_ERROR, METHOD_NOT_FOUND
+from mcp_resources.exceptions import INTERNAL_ERROR, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND_2025_11_25, InsufficientScope
 from mcp_resources.protocol.versions import V2025_11_25, V2026_07_28
-from mcp_resources.registries import ResourceRegistry
+from mcp_resources.registries import ResourceRegistry, registry
+from mcp_resources.server import CallContext
 from mcp_resources.server.core import ALL_VERSIONS, SESSIONS
+from testproject.library.models import Document
 from tests.listing_support import context
 
 pytestmark = pytest.mark.django_db
@@ -86,3 +88,83 @@ def test_subscription_methods_need_a_transport_that_serves_streams(alice: Any) -
     assert server.capabilities(ctx)["resources"] == {"subscribe": True, "listChanged": True}
     refused = error_of(lambda: server.call("resources/subscribe", {"uri": "x://y"}, ctx))
     assert refused.code != METHOD_NOT_FOUND  # the method exists now (x://y names nothing)
+
+
+# The access hooks: check_readable (raise) and may_read (bool) -------------------------------------------------------
+
+
+class RefusingServer(MCPServer):
+    """The default registry's server, whose ``may_read`` refuses the URIs in ``refused``."""
+
+    def __init__(self, refused: set[str]) -> None:
+        super().__init__(registry)
+        self.refused = refused
+
+    def may_read(self, uri: str, ctx: CallContext) -> bool:
+        return uri not in self.refused and super().may_read(uri, ctx)
+
+
+class Subscriptions:
+    """A session's subscriptions, in a set."""
+
+    def __init__(self) -> None:
+        self.uris: set[str] = set()
+
+    def subscribe(self, uri: str, limit: int) -> bool:
+        self.uris.add(uri)
+        return True
+
+    def unsubscribe(self, uri: str) -> None:
+        self.uris.discard(uri)
+
+
+def session_context(user: Any, **principal_kwargs: Any) -> CallContext:
+    ctx = context(user, version=V2025_11_25, **principal_kwargs)
+    ctx.streams, ctx.session = True, Subscriptions()
+    return ctx
+
+
+def test_subscribe_is_refused_where_an_overridden_may_read_says_no(alice: Any) -> None:
+    """2025-11-25 ``resources/subscribe`` is decided as a listen stream's acknowledgement is: by the server's
+    overridden ``may_read`` (before, only ``check_readable`` was asked and the subscription was accepted)."""
+    refused, allowed = (f"learn://documents/{Document.objects.create(owner=alice, title=t).pk}" for t in "ra")
+    server = RefusingServer({refused})
+    ctx = session_context(alice)
+    error = error_of(lambda: server.call("resources/subscribe", {"uri": refused}, ctx))
+    assert (error.code, error.data) == (RESOURCE_NOT_FOUND_2025_11_25, {"uri": refused})
+    assert server.call("resources/subscribe", {"uri": allowed}, ctx) == {}
+    assert ctx.session.uris == {allowed}  # type: ignore[union-attr]
+    # check_readable's own errors are kept: a caller without the scope is told so (403), not "not found".
+    unscoped = session_context(alice, scopes=())
+    scope_error = error_of(lambda: server.call("resources/subscribe", {"uri": refused}, unscoped))
+    assert isinstance(scope_error, InsufficientScope)
+
+
+class FailingServer(RefusingServer):
+    """A ``check_readable`` that fails unexpectedly for ``failing``, under an overridden ``may_read``."""
+
+    failing = "learn://documents/0"
+
+    def check_readable(self, uri: str, ctx: CallContext) -> None:
+        if uri == self.failing:
+            raise RuntimeError("the access backend is down")
+        super().check_readable(uri, ctx)
+
+
+def test_may_read_each_asks_an_overridden_may_read_and_raises_its_unexpected_errors(
+    alice: Any, bob: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """For every number of callers, ``may_read_each`` answers what the overridden ``may_read`` answers; an unexpected
+    error of the base ``may_read`` it reaches is raised there (a stream ends rather than miss an update silently),
+    where ``may_read`` alone logs it and answers no."""
+    docs = [Document.objects.create(owner=owner, title="t") for owner in (alice, alice, bob)]
+    refused, mine, theirs = (f"learn://documents/{doc.pk}" for doc in docs)
+    server = FailingServer({refused})
+    for callers in ([context(alice)], [context(alice), context(bob)], [context(alice), context(alice), context(bob)]):
+        for target in (refused, mine, theirs):
+            assert server.may_read_each(target, callers) == [server.may_read(target, c) for c in callers], target
+    with caplog.at_level(logging.ERROR, logger="mcp_resources.server"):
+        assert not server.may_read(FailingServer.failing, context(alice))
+    assert "the access backend is down" in caplog.text
+    with pytest.raises(RuntimeError, match="the access backend is down"):
+        server.may_read_each(FailingServer.failing, [context(alice), context(bob)])

@@ -1224,3 +1224,79 @@ async def test_one_endpoint_at_two_paths_prepares_each_stream_with_the_view_of_i
         assert ack["params"]["notifications"]["resourceSubscriptions"] == honoured, at
         await stream.disconnect()
     assert internal.checked == [mine, refused]
+
+
+# The server's access hooks decide every update, not only the acknowledgement -----------------------------------------
+
+
+class HidingServer(MCPServer):
+    """The default registry's server, whose ``check_readable`` answers not found for the URIs in ``hidden``."""
+
+    def __init__(self, hidden: set[str]) -> None:
+        super().__init__(registry)
+        self.hidden = hidden
+        self.checked: list[str] = []
+
+    def check_readable(self, uri: str, ctx: Any) -> None:
+        self.checked.append(uri)
+        if uri in self.hidden:
+            raise self.not_found(uri, ctx)
+        super().check_readable(uri, ctx)
+
+
+async def listening(endpoint: MCPEndpoint, tokens: list[str], uris: list[str]) -> list[Exchange]:
+    """One listen stream per token on ``uris`` (request ids 1, 2, ...), each acknowledging all of them."""
+    opened_streams = []
+    for request_id, token in enumerate(tokens, start=1):
+        stream, ack = await opened(endpoint, token, request_id=request_id, uris=uris)
+        assert ack["params"]["notifications"]["resourceSubscriptions"] == uris
+        opened_streams.append(stream)
+    return opened_streams
+
+
+async def revoke_after_the_ack(
+    server: RefusingServer | HidingServer,
+    refuse: set[str],
+    people: People,
+    make_token: Callable[..., str],
+    settings: Any,
+    callers: int,
+) -> None:
+    """alice listens to two of her documents with ``callers`` tokens (one caller each); once every stream has
+    acknowledged both, ``server`` starts refusing the first (added to ``refuse``) and both are updated: each stream
+    receives the second's update only, and the server's hook was asked once per caller."""
+    revoked, kept = uri(people.alice_docs[0]), uri(people.alice_docs[1])
+    settings.ROOT_URLCONF = urlconf(path("mcp", MCPView.as_view(server=server)))
+    tokens = [people.alice_token, *[await in_thread(make_token, people.alice) for _ in range(callers - 1)]]
+    streams_opened = await listening(MCPEndpoint.as_asgi(), tokens, [revoked, kept])
+    refuse.add(revoked)
+    server.checked.clear()
+    await in_thread(notify_resource_updated, revoked)
+    await in_thread(notify_resource_updated, kept)
+    for request_id, stream in enumerate(streams_opened, start=1):
+        # The revoked URI's update was published first: had it come, it would be the next message.
+        assert await stream.event() == updated(kept, request_id)
+    assert server.checked.count(revoked) == callers
+    for stream in streams_opened:
+        await stream.disconnect()
+
+
+@pytest.mark.parametrize("callers", [1, 2], ids=["one-caller", "two-callers"])
+async def test_an_overridden_may_read_decides_every_update_as_it_decided_the_ack(
+    people: People, make_token: Callable[..., str], settings: Any, callers: int
+) -> None:
+    """A server overriding ``may_read`` that refuses a URI after the stream acknowledged it (access revoked): no
+    further update of that URI reaches the stream. Before, updates were decided by ``check_readable`` for one caller,
+    and for two callers of the owner-only documents in one query (``get_readers``): the override was never asked."""
+    server = RefusingServer(set())
+    await revoke_after_the_ack(server, server.refused, people, make_token, settings, callers)
+
+
+@pytest.mark.parametrize("callers", [1, 2], ids=["one-caller", "two-callers"])
+async def test_an_overridden_check_readable_decides_every_update(
+    people: People, make_token: Callable[..., str], settings: Any, callers: int
+) -> None:
+    """The same with ``check_readable`` overridden: two callers of the owner-only documents were decided in one query
+    that bypassed it."""
+    server = HidingServer(set())
+    await revoke_after_the_ack(server, server.hidden, people, make_token, settings, callers)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -61,6 +62,10 @@ logger = logging.getLogger("mcp_resources.server")
 ALL_VERSIONS = frozenset(SUPPORTED_VERSIONS)
 STATELESS_VERSIONS = frozenset({V2026_07_28})
 SESSIONS = frozenset(SESSION_VERSIONS)
+
+_raise_unexpected: ContextVar[bool] = ContextVar("mcp_resources_raise_unexpected", default=False)
+"""Set while :meth:`MCPServer.may_read_each` asks an overridden ``may_read``: the base ``may_read`` it reaches
+through ``super()`` raises an unexpected error instead of logging it and answering no."""
 
 
 @dataclass(frozen=True)
@@ -371,7 +376,9 @@ class MCPServer:
         """Raise unless the caller may read ``uri`` now: the checks of ``resources/read`` without the contents.
 
         Static and live resources need only their access policy (``get()`` is not called); a model template
-        fetches the record through the caller's queryset; any other template is read.
+        fetches the record through the caller's queryset; any other template is read. A subclass that overrides it
+        (or :meth:`may_read`) decides which URIs a caller may subscribe to and be notified about, before every
+        update too.
         """
         _static, template, variables = self.resolve(uri, ctx)
         if template is None:
@@ -385,12 +392,18 @@ class MCPServer:
             raise self.not_found(uri, ctx) from None
 
     def may_read(self, uri: str, ctx: CallContext) -> bool:
-        """Whether the caller may read ``uri`` now; a failing check is logged and answers no."""
+        """Whether the caller may read ``uri`` now; a failing check is logged and answers no.
+
+        With :meth:`check_readable`, the hook deciding which URIs a caller may subscribe to and be notified about:
+        consulted for a listen stream's acknowledgement, for ``resources/subscribe`` and before every update.
+        """
         try:
             self.check_readable(uri, ctx)
         except MCPError:
             return False
         except Exception:
+            if _raise_unexpected.get():
+                raise
             logger.exception("access check for %s failed", uri[:200])
             return False
         return True
@@ -402,14 +415,28 @@ class MCPServer:
             return False
         return True
 
+    def _overrides_access(self) -> tuple[bool, bool]:
+        """Whether this server's class overrides :meth:`may_read`, and :meth:`check_readable`."""
+        cls = type(self)
+        return cls.may_read is not MCPServer.may_read, cls.check_readable is not MCPServer.check_readable
+
     def may_read_each(self, uri: str, contexts: list[CallContext]) -> list[bool]:
         """:meth:`may_read` for several callers of one changed ``uri``, in as few queries as the template allows.
 
         A model template whose access comes from ``owner_field`` alone answers for every caller in one query
-        (:meth:`ModelResourceTemplate.get_readers`); anything else is decided caller by caller. Unlike
-        :meth:`may_read`, an unexpected error is raised (a stream ends rather than miss an update silently).
+        (:meth:`ModelResourceTemplate.get_readers`); anything else is decided caller by caller, and so is every
+        caller of a server that overrides :meth:`may_read` (its answer is the decision) or :meth:`check_readable`.
+        Unlike :meth:`may_read`, an unexpected error is raised (a stream ends rather than miss an update silently):
+        an overridden ``may_read`` that reaches the base one through ``super()`` gets it raised too.
         """
-        if len(contexts) < 2:
+        may_read_overridden, check_overridden = self._overrides_access()
+        if may_read_overridden:
+            token = _raise_unexpected.set(True)
+            try:
+                return [bool(self.may_read(uri, ctx)) for ctx in contexts]
+            finally:
+                _raise_unexpected.reset(token)
+        if len(contexts) < 2 or check_overridden:
             return [self._readable(uri, ctx) for ctx in contexts]
         try:
             _static, template, variables = self.resolve(uri, contexts[0])
@@ -429,9 +456,18 @@ class MCPServer:
         return [owner is not None and owner in readers for owner in authorized]
 
     def subscribe(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-        """2025-11-25 ``resources/subscribe``: updates go to the session's GET stream."""
+        """2025-11-25 ``resources/subscribe``: updates go to the session's GET stream.
+
+        Decided as a listen stream's acknowledgement is: by an overridden :meth:`may_read` when there is one (a
+        refusal answers :meth:`check_readable`'s error, or not found), else by :meth:`check_readable`.
+        """
         uri = uri_param(params)
-        self.check_readable(uri, ctx)
+        if self._overrides_access()[0]:
+            if not self.may_read(uri, ctx):
+                self.check_readable(uri, ctx)  # its error (401, 403, not found) when it has one
+                raise self.not_found(uri, ctx)
+        else:
+            self.check_readable(uri, ctx)
         if ctx.session is None:
             raise InvalidRequest("resources/subscribe needs a session")
         if not ctx.session.subscribe(uri, mcp_settings.uris_per_listen):

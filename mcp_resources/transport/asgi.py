@@ -34,7 +34,9 @@ Route the endpoint's path to :class:`MCPEndpoint` with Channels' routers, in fro
   The view still validates ``Host`` and ``Origin`` and authenticates every request itself. It is the endpoint's
   own view, and the URLconf is not consulted: give it ``server=`` and ``session_store=`` if the project's differ
   from the defaults. With the middleware on, the URLconf's view serves every request, streams included, and these
-  two are refused (``ImproperlyConfigured``): give them to ``MCPView.as_view()``.
+  two are refused (``ImproperlyConfigured``): give them to ``MCPView.as_view()``. Without the middleware, Django's
+  ASGI application is not the endpoint's to call: ``MCPEndpoint.as_asgi(django_asgi_app, middleware=False)`` is
+  refused too (route the other paths to it in the router, as above).
 - As the ``lifespan`` application it ends the open streams at shutdown (2026-07-28 listeners with the final
   result).
 """
@@ -93,7 +95,8 @@ class MCPEndpoint:
     ``get_asgi_application()``). Either way the URLconf's view answers them and prepares the streams.
     ``middleware=False`` serves requests with the endpoint's own view, without Django's handler and the middleware;
     ``server`` and ``session_store`` are that view's, and are refused with the middleware on (the URLconf's view has
-    its own).
+    its own). ``django_app`` is refused with ``middleware=False`` (nothing would use it: the router sends the
+    project's other paths to Django).
     """
 
     body_timeout_seconds: float = 30.0
@@ -108,6 +111,13 @@ class MCPEndpoint:
         session_store: SessionStore | None = None,
         middleware: bool = True,
     ) -> None:
+        if not middleware and django_app is not None:
+            raise ImproperlyConfigured(
+                "MCPEndpoint takes no django_app with middleware=False: it then serves MCP requests itself, without "
+                "Django's handler, and would never use it; pass no django_app (MCPEndpoint.as_asgi(middleware=False)) "
+                "and route the project's other paths to the Django application in the router "
+                '(URLRouter([path("mcp", mcp_endpoint), re_path(r"", django_asgi_app)]))'
+            )
         options = {"server": server, "session_store": session_store}
         given = {name: value for name, value in options.items() if value is not None}
         if middleware and given:
