@@ -90,6 +90,9 @@ class BareSSEConsumer(AsyncHttpConsumer):
         data = json.dumps(payload, separators=(",", ":")).encode()
         await self.send_body(b"event: message\r\ndata: " + data + b"\r\n\r\n", more_body=True)
 
+    async def mcp_fence(self, message: dict[str, Any]) -> None:
+        """A publisher's fence (its last number, for loss detection): nothing for a client."""
+
     async def disconnect(self) -> None:
         joined, self.joined = self.joined or [], None
         for group in joined:

@@ -31,6 +31,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -159,18 +160,20 @@ class _Fences:
             return taken
 
     def run(self) -> None:
+        loop = asyncio.new_event_loop()  # the thread's own, kept: the layer's connections on it are reused
         while True:
-            self.send(self.take())
+            self.send(self.take(), loop.run_until_complete)
 
     def flush(self) -> None:
         """Send every fence still owed now (at exit: a short-lived publisher would otherwise owe them forever)."""
         if self.pid == os.getpid():
-            self.send(self.take(block=False))
+            self.send(self.take(block=False), asyncio.run)
 
     @staticmethod
-    def send(fences: list[tuple[str, tuple[str, float, int, float]]]) -> None:
+    def send(fences: list[tuple[str, tuple[str, float, int, float]]], run: Callable[[Any], Any]) -> None:
         for group, (name, since, seq, at) in fences:
-            _send(group, {"type": FENCE, "group": group, "origin": name, "since": since, "seq": seq, "at": at})
+            message = {"type": FENCE, "group": group, "origin": name, "since": since, "seq": seq, "at": at}
+            _send(group, message, run)
 
 
 _fences = _Fences()
@@ -202,8 +205,12 @@ def _serving() -> bool:
     return _stream_loop is not None and _stream_loop.is_running()
 
 
-def _send(group: str, message: dict[str, Any]) -> None:
-    """Send a numbered message (or a fence) to ``group`` from any thread; failures are logged, never raised."""
+def _send(group: str, message: dict[str, Any], run: Callable[[Any], Any] | None = None) -> None:
+    """Send a numbered message (or a fence) to ``group`` from any thread; failures are logged, never raised.
+
+    Outside the streams' loop the layer's send runs through ``async_to_sync`` (on the loop of a ``sync_to_async``
+    caller, with its connections), or through ``run`` when given (the fences' own loop, ``asyncio.run`` at exit).
+    """
     try:
         layer = get_layer()
         loop = _stream_loop
@@ -221,13 +228,10 @@ def _send(group: str, message: dict[str, Any]) -> None:
             return
         if layer is _local_layer:
             return  # the streams' loop has stopped: nobody to tell
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            # No loop in this thread (a WSGI worker, the fences' thread, interpreter exit): one of its own.
-            asyncio.run(_bounded(layer.group_send(group, message)))
-        else:
+        if run is None:
             async_to_sync(layer.group_send)(group, message)
+        else:
+            run(_bounded(layer.group_send(group, message)))
     except Exception:
         logger.exception("could not publish %s", message.get("type"))
 
