@@ -140,6 +140,30 @@ def test_subscribe_is_refused_where_an_overridden_may_read_says_no(alice: Any) -
     assert isinstance(scope_error, InsufficientScope)
 
 
+class ResolvingServer(MCPServer):
+    """The default registry's server, whose ``resolve`` answers not found to the call contexts in ``refused``."""
+
+    def __init__(self) -> None:
+        super().__init__(registry)
+        self.refused: list[CallContext] = []
+
+    def resolve(self, uri: str, ctx: CallContext) -> Any:
+        if any(ctx is refused for refused in self.refused):
+            raise self.not_found(uri, ctx)
+        return super().resolve(uri, ctx)
+
+
+def test_may_read_each_resolves_for_every_caller_under_an_overridden_resolve(alice: Any) -> None:
+    """A ``resolve`` that refuses one of two callers: ``may_read_each`` refuses that caller alone. Before, two callers
+    of an owner-only template were decided in one query once the URI was resolved for the first caller."""
+    target = f"learn://documents/{Document.objects.create(owner=alice, title='t').pk}"
+    first, second = context(alice), context(alice)
+    server = ResolvingServer()
+    server.refused.append(second)
+    assert server.may_read_each(target, [first, second]) == [True, False]
+    assert [server.may_read(target, ctx) for ctx in (first, second)] == [True, False]
+
+
 class FailingServer(RefusingServer):
     """A ``check_readable`` that fails unexpectedly for ``failing``, under an overridden ``may_read``."""
 

@@ -416,9 +416,11 @@ class MCPServer:
         return True
 
     def _overrides_access(self) -> tuple[bool, bool]:
-        """Whether this server's class overrides :meth:`may_read`, and :meth:`check_readable`."""
+        """Whether this server's class overrides :meth:`may_read`, and :meth:`check_readable` (or :meth:`resolve`,
+        which it calls for each caller)."""
         cls = type(self)
-        return cls.may_read is not MCPServer.may_read, cls.check_readable is not MCPServer.check_readable
+        checks = cls.check_readable is not MCPServer.check_readable or cls.resolve is not MCPServer.resolve
+        return cls.may_read is not MCPServer.may_read, checks
 
     def may_read_each(self, uri: str, contexts: list[CallContext]) -> list[bool]:
         """:meth:`may_read` for several callers of one changed ``uri``, in as few queries as the template allows.
