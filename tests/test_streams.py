@@ -997,7 +997,8 @@ async def test_lifespan_shutdown_ends_every_stream_gracefully(app: Any, people: 
 
 async def test_open_streams_hold_no_thread(app: Any, people: People, settings: Any) -> None:
     """With one worker thread for the whole event loop, 220 streams stay open at once and are all notified; the
-    process's thread count does not grow with them."""
+    process's thread count does not grow with them (counted once the process has published: its one thread for
+    the publishers' fences is then running)."""
     set_mcp(settings, STREAMS_PER_CALLER=1000)
     loop = asyncio.get_running_loop()
     only = ThreadPoolExecutor(1, thread_name_prefix="only-worker")
@@ -1006,6 +1007,9 @@ async def test_open_streams_hold_no_thread(app: Any, people: People, settings: A
     try:
         for request_id in range(20):
             open_streams.append((await opened(app, people.alice_token, request_id=request_id, list_changes=True))[0])
+        await in_thread(notify_resource_list_changed)
+        for request_id, stream in enumerate(open_streams):
+            assert await stream.event() == list_changed(request_id)
         threads = threading.active_count()
         for request_id in range(20, 220):
             open_streams.append((await opened(app, people.alice_token, request_id=request_id, list_changes=True))[0])
