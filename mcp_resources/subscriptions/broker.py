@@ -228,12 +228,22 @@ def _send(group: str, message: dict[str, Any], run: Callable[[Any], Any] | None 
             return
         if layer is _local_layer:
             return  # the streams' loop has stopped: nobody to tell
+        if run is not None and _in_process(layer):
+            return  # a fence for a layer that only this process's stopped streams' loop could receive from
         if run is None:
             async_to_sync(layer.group_send)(group, message)
         else:
             run(_bounded(layer.group_send(group, message)))
     except Exception:
         logger.exception("could not publish %s", message.get("type"))
+
+
+def _in_process(layer: Any) -> bool:
+    """Whether ``layer`` keeps its messages in this process (Channels' in-memory layer): bound to the loop that
+    serves the streams, never to be sent to from another one."""
+    from channels.layers import InMemoryChannelLayer
+
+    return isinstance(layer, InMemoryChannelLayer)
 
 
 async def _bounded(sending: Any) -> None:
