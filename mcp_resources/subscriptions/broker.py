@@ -193,8 +193,8 @@ def bind_stream_loop(loop: asyncio.AbstractEventLoop) -> None:
 def publish(group: str, message: dict[str, Any]) -> None:
     """Send ``message`` to ``group`` from any thread, numbered; failures are logged, never raised."""
     try:
-        if get_layer() is _local_layer and not _serving():
-            return  # no stream was ever served by this process: nobody to tell
+        if _in_process(get_layer()) and not _serving():
+            return  # an in-memory layer reaches this process's streams only, and none is being served
     except Exception:
         logger.exception("could not publish %s", message.get("type"))
         return
@@ -226,10 +226,8 @@ def _send(group: str, message: dict[str, Any], run: Callable[[Any], Any] | None 
             else:
                 asyncio.run_coroutine_threadsafe(layer.group_send(group, message), loop).result(SEND_TIMEOUT_SECONDS)
             return
-        if layer is _local_layer:
-            return  # the streams' loop has stopped: nobody to tell
-        if run is not None and _in_process(layer):
-            return  # a fence for a layer that only this process's stopped streams' loop could receive from
+        if _in_process(layer):
+            return  # the streams' loop has stopped: nobody to tell (its queues belong to that loop)
         if run is None:
             async_to_sync(layer.group_send)(group, message)
         else:
