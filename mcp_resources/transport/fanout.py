@@ -243,12 +243,10 @@ class Fanout:
         if publisher is None:
             return True  # not numbered (published by other code): delivered, nothing to check
         origin, since, seq = publisher
-        publishers = self.sequences.setdefault(group, {})
-        sequence = publishers.get((origin, since))
-        if sequence is None:
-            began_after_join = since > self.joined_at.get(group, float("inf")) + JOIN_SKEW_SECONDS
-            publishers[(origin, since)] = sequence = Sequence(0 if began_after_join else seq - 1)
-        return sequence.see(seq, time.time())
+        # A sequence that began after this process joined is expected from its first number; one that began
+        # before is taken up where it is.
+        high = 0 if since > self._joined(group) else seq - 1
+        return self._sequence(group, origin, since, high).see(seq, time.time())
 
     def _fence(self, group: str, message: dict[str, Any]) -> None:
         """A publisher's fence: what it published up to its number and did not arrive is missing."""
@@ -256,14 +254,22 @@ class Fanout:
         if publisher is None or not isinstance(at, int | float):
             return
         origin, since, seq = publisher
+        # A publisher not heard from since this process joined: only what it published after joining counts.
+        joined = self._joined(group)
+        high = 0 if since > joined else seq - 1 if at > joined else seq
+        self._sequence(group, origin, since, high).expect(seq, time.time())
+
+    def _joined(self, group: str) -> float:
+        """When this process joined ``group``, give or take the publishers' clock skew."""
+        return self.joined_at.get(group, float("inf")) + JOIN_SKEW_SECONDS
+
+    def _sequence(self, group: str, origin: str, since: float, high: int) -> Sequence:
+        """The sequence of ``origin`` begun at ``since`` in ``group``; new ones start after ``high``."""
         publishers = self.sequences.setdefault(group, {})
         sequence = publishers.get((origin, since))
         if sequence is None:
-            # A publisher not heard from since this process joined: only what it published after joining counts.
-            joined = self.joined_at.get(group, float("inf")) + JOIN_SKEW_SECONDS
-            high = 0 if since > joined else seq - 1 if at > joined else seq
             publishers[(origin, since)] = sequence = Sequence(high)
-        sequence.expect(seq, time.time())
+        return sequence
 
     async def _route(self, message: dict[str, Any]) -> None:
         kind = message.get("type")
