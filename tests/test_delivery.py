@@ -247,13 +247,12 @@ async def test_a_stream_receives_its_messages_in_the_order_they_were_published(
     await stream.disconnect()
 
 
-async def test_messages_the_layer_drops_end_the_streams_that_missed_them(
-    alice: Any, make_token: Callable[..., str], monkeypatch: pytest.MonkeyPatch, caplog: Any
+async def dropped_publications_end_their_streams(
+    alice: Any, make_token: Callable[..., str], caplog: Any, published: int, sent: set[int]
 ) -> None:
-    """A layer drops what does not fit in a channel's ``capacity`` without a word (Channels' layers do): here 7 of
-    11 numbered publications never reach the process, as when its channel is full. The skipped numbers are
-    noticed, and the streams of that document end with their final result; a stream of another document goes on."""
-    monkeypatch.setattr(fanout, "LOSS_GRACE_SECONDS", 0.2)
+    """Two streams on each of two documents; ``published`` numbered publications of the first, of which the layer
+    delivers only the numbers in ``sent`` (from 0). The first document's streams receive those, then their final
+    result, counted and logged as a loss; the second document's streams go on."""
     docs = await in_thread(documents, alice, 2)
     token = await in_thread(make_token, alice)
     opened = await open_streams(token, [uri(docs[0]), uri(docs[1])], per_uri=2)
@@ -261,22 +260,33 @@ async def test_messages_the_layer_drops_end_the_streams_that_missed_them(
     before = delivery_counts()
     group = broker.uri_group(uri(docs[0]))
     layer = broker.get_layer()
-    for number in range(11):
+    for number in range(published):
         message = broker.numbered(group, {"type": broker.UPDATED, "uri": uri(docs[0])})
-        if number < 3 or number == 10:  # the layer dropped the others
+        if number in sent:
             await layer.group_send(group, message)
     for stream in opened[uri(docs[0])]:
         messages = await stream.until_closed(timeout=10)
         assert messages[-1] == final_result(stream_id(stream)), messages
-        assert [m["method"] for m in messages[:-1]] == [UPDATED] * 4  # what came, then the end: no silent gap
+        assert [m["method"] for m in messages[:-1]] == [UPDATED] * len(sent)  # what came, then the end: no silent gap
+    lost = published - len(sent)
     after = delivery_counts()
-    assert after["lost_messages"] - before.get("lost_messages", 0) == 7
+    assert after["lost_messages"] - before.get("lost_messages", 0) == lost
     assert after["ended_lost"] - before.get("ended_lost", 0) == 2
-    assert "the channel layer dropped 7 message(s) for 2 stream(s) of this process" in caplog.text
+    assert f"the channel layer dropped {lost} message(s) for 2 stream(s) of this process" in caplog.text
     await in_thread(notify_resource_updated, uri(docs[1]))
     for stream in opened[uri(docs[1])]:
         assert (await stream.event())["method"] == UPDATED
         await stream.disconnect()
+
+
+async def test_messages_the_layer_drops_end_the_streams_that_missed_them(
+    alice: Any, make_token: Callable[..., str], monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    """A layer drops what does not fit in a channel's ``capacity`` without a word (Channels' layers do): here 7 of
+    11 numbered publications never reach the process, as when its channel is full. The skipped numbers are
+    noticed, and the streams of that document end with their final result; a stream of another document goes on."""
+    monkeypatch.setattr(fanout, "LOSS_GRACE_SECONDS", 0.2)
+    await dropped_publications_end_their_streams(alice, make_token, caplog, published=11, sent={0, 1, 2, 10})
 
 
 async def test_the_last_publications_before_a_silence_are_not_lost_silently(
@@ -288,29 +298,7 @@ async def test_the_last_publications_before_a_silence_are_not_lost_silently(
     final result; a stream of another document goes on."""
     monkeypatch.setattr(broker, "FENCE_DELAY_SECONDS", 0.2, raising=False)
     monkeypatch.setattr(fanout, "LOSS_GRACE_SECONDS", 0.2)
-    docs = await in_thread(documents, alice, 2)
-    token = await in_thread(make_token, alice)
-    opened = await open_streams(token, [uri(docs[0]), uri(docs[1])], per_uri=2)
-    caplog.set_level(logging.WARNING, logger="mcp_resources.subscriptions")
-    before = delivery_counts()
-    group = broker.uri_group(uri(docs[0]))
-    layer = broker.get_layer()
-    for number in range(5):
-        message = broker.numbered(group, {"type": broker.UPDATED, "uri": uri(docs[0])})
-        if number < 3:  # the layer dropped the last two
-            await layer.group_send(group, message)
-    for stream in opened[uri(docs[0])]:
-        messages = await stream.until_closed(timeout=10)
-        assert messages[-1] == final_result(stream_id(stream)), messages
-        assert [m["method"] for m in messages[:-1]] == [UPDATED] * 3
-    after = delivery_counts()
-    assert after["lost_messages"] - before.get("lost_messages", 0) == 2
-    assert after["ended_lost"] - before.get("ended_lost", 0) == 2
-    assert "the channel layer dropped 2 message(s) for 2 stream(s) of this process" in caplog.text
-    await in_thread(notify_resource_updated, uri(docs[1]))
-    for stream in opened[uri(docs[1])]:
-        assert (await stream.event())["method"] == UPDATED
-        await stream.disconnect()
+    await dropped_publications_end_their_streams(alice, make_token, caplog, published=5, sent={0, 1, 2})
 
 
 async def test_a_fence_after_publications_that_all_arrived_ends_nothing(

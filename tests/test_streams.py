@@ -1233,17 +1233,15 @@ async def test_one_endpoint_at_two_paths_prepares_each_stream_with_the_view_of_i
 # The server's access hooks decide every update, not only the acknowledgement -----------------------------------------
 
 
-class HidingServer(MCPServer):
-    """The default registry's server, whose ``check_readable`` answers not found for the URIs in ``hidden``."""
+class HidingServer(RefusingServer):
+    """The default registry's server, whose ``check_readable`` answers not found for the URIs in ``refused``
+    (its ``may_read`` is the base one: only ``check_readable`` is overridden)."""
 
-    def __init__(self, hidden: set[str]) -> None:
-        super().__init__(registry)
-        self.hidden = hidden
-        self.checked: list[str] = []
+    may_read = MCPServer.may_read
 
     def check_readable(self, uri: str, ctx: Any) -> None:
         self.checked.append(uri)
-        if uri in self.hidden:
+        if uri in self.refused:
             raise self.not_found(uri, ctx)
         super().check_readable(uri, ctx)
 
@@ -1259,7 +1257,7 @@ async def listening(endpoint: MCPEndpoint, tokens: list[str], uris: list[str]) -
 
 
 async def revoke_after_the_ack(
-    server: RefusingServer | HidingServer,
+    server: RefusingServer,
     refuse: set[str],
     people: People,
     make_token: Callable[..., str],
@@ -1303,4 +1301,4 @@ async def test_an_overridden_check_readable_decides_every_update(
     """The same with ``check_readable`` overridden: two callers of the owner-only documents were decided in one query
     that bypassed it."""
     server = HidingServer(set())
-    await revoke_after_the_ack(server, server.hidden, people, make_token, settings, callers)
+    await revoke_after_the_ack(server, server.refused, people, make_token, settings, callers)
