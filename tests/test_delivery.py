@@ -301,6 +301,28 @@ async def test_the_last_publications_before_a_silence_are_not_lost_silently(
     await dropped_publications_end_their_streams(alice, make_token, caplog, published=5, sent={0, 1, 2})
 
 
+async def test_a_fence_dropped_with_the_publications_is_sent_again(
+    alice: Any, make_token: Callable[..., str], monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    """A receiver stalled for longer than the fence delay (its channel still full) drops the first fence with the
+    last publications. Before, nothing else followed them: the streams stayed open, two updates short. The
+    publisher sends the fence a second time, later: the streams of that document end with their final result."""
+    monkeypatch.setattr(broker, "FENCE_DELAY_SECONDS", 0.2)
+    monkeypatch.setattr(broker, "FENCE_REPEAT_SECONDS", 0.3)
+    monkeypatch.setattr(fanout, "LOSS_GRACE_SECONDS", 0.2)
+    send, dropped = broker._send, set()
+
+    def dropping_first_fences(group: str, message: dict[str, Any], run: Any = None) -> None:
+        if message.get("type") == broker.FENCE and group not in dropped:
+            dropped.add(group)  # as a full channel drops it
+            return
+        send(group, message, run)
+
+    monkeypatch.setattr(broker, "_send", dropping_first_fences)
+    await dropped_publications_end_their_streams(alice, make_token, caplog, published=5, sent={0, 1, 2})
+    assert dropped
+
+
 async def test_a_fence_after_publications_that_all_arrived_ends_nothing(
     alice: Any, make_token: Callable[..., str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -509,6 +531,36 @@ def test_a_group_published_again_before_its_fence_is_due_owes_one_fence() -> Non
     fences.owe("g", ("o", 1.0, 2, 2.0))
     assert fences.take(block=False) == [("h", ("o", 1.0, 1, 1.0)), ("g", ("o", 1.0, 2, 2.0))]
     assert fences.take(block=False) == []
+
+
+def test_a_fence_is_sent_twice_unless_its_group_is_published_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first fence taken is owed again as its repeat, once; a publication in between replaces both."""
+    monkeypatch.setattr(broker, "FENCE_DELAY_SECONDS", 0.0)
+    monkeypatch.setattr(broker, "FENCE_REPEAT_SECONDS", 0.0)
+    fences = broker._Fences()
+    fences.pid = os.getpid()  # no thread: taken by hand
+    first, second = ("o", 1.0, 1, 1.0), ("o", 1.0, 2, 2.0)
+    fences.owe("g", first)
+    assert fences.take() == [("g", first)]
+    assert fences.take() == [("g", first)]  # the repeat
+    assert fences.take(block=False) == []  # and no third
+    fences.owe("g", first)
+    assert fences.take() == [("g", first)]
+    fences.owe("g", second)  # published again: the repeat of the first fence is gone
+    assert fences.take() == [("g", second)]
+    assert fences.take() == [("g", second)]
+    assert fences.take(block=False) == []
+
+
+def test_the_fences_owed_at_exit_include_the_repeats(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exiting process sends every fence it still owes, first fences and repeats alike."""
+    monkeypatch.setattr(broker, "FENCE_DELAY_SECONDS", 0.0)
+    fences = broker._Fences()
+    fences.pid = os.getpid()
+    fences.owe("g", ("o", 1.0, 1, 1.0))
+    assert fences.take() == [("g", ("o", 1.0, 1, 1.0))]  # the repeat is now owed, 15 s from now
+    fences.owe("h", ("o", 1.0, 1, 1.0))
+    assert sorted(fences.take(block=False)) == [("g", ("o", 1.0, 1, 1.0)), ("h", ("o", 1.0, 1, 1.0))]
 
 
 def test_publications_are_numbered_per_group() -> None:

@@ -15,9 +15,10 @@ with a final message, so no loss goes unnoticed (:mod:`mcp_resources.transport.f
 A skipped number is seen when a later one arrives; the last publications before a silence have none after them. So
 each publisher follows its last publication for a group, :data:`FENCE_DELAY_SECONDS` later, with a *fence*: a
 message that carries that publication's number and is not delivered to any client. A receiver that has not seen
-every number up to the fence's knows what it missed. Fences are sent by one daemon thread per publishing process
-(started with its first publication; a process that exits sends the fences it still owes at once), and a group
-published more often than the delay gets no fence until it falls silent.
+every number up to the fence's knows what it missed. The fence is sent again :data:`FENCE_REPEAT_SECONDS` later: a
+receiver whose channel was still full when the first arrived (a stalled worker) drops that one too. Fences are sent
+by one daemon thread per publishing process (started with its first publication; a process that exits sends the
+fences it still owes at once), and a group published more often than the delay gets no fence until it falls silent.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from __future__ import annotations
 import asyncio
 import atexit
 import hashlib
+import heapq
+import itertools
 import logging
 import os
 import secrets
@@ -48,6 +51,9 @@ FENCE = "mcp.fence"
 """A publisher's last number for a group so far (see the module's docstring): checked, never delivered."""
 FENCE_DELAY_SECONDS = 2.0
 """Silence after a group's last publication before its publisher sends the fence."""
+FENCE_REPEAT_SECONDS = 15.0
+"""Further silence before the same fence is sent a second and last time (a receiver stalled for longer than the
+delay dropped the first with the publications)."""
 SEND_TIMEOUT_SECONDS = 10.0
 """The most a publication sent from a thread waits for the layer (then it is logged as failed)."""
 
@@ -117,47 +123,69 @@ def numbered(group: str, message: dict[str, Any]) -> dict[str, Any]:
     return {**message, "group": group, "origin": name, "since": since, "seq": seq + 1}
 
 
+PublicationNumber = tuple[str, float, int, float]
+"""A publication's number as a fence carries it: origin, since, seq, and when it was numbered."""
+
+
 class _Fences:
-    """The fences this process owes, sent by one daemon thread once each group has been silent long enough."""
+    """The fences this process owes, sent by one daemon thread once each group has been silent long enough.
+
+    A heap of ``(when due, entry id, group, number, whether it is the repeat)``; ``owed`` holds the id of each
+    group's current entry, so an entry replaced by a later publication is skipped when it falls due.
+    """
 
     def __init__(self) -> None:
-        self.due: OrderedDict[str, tuple[float, tuple[str, float, int, float]]] = OrderedDict()  # oldest due first
+        self.heap: list[tuple[float, int, str, PublicationNumber, bool]] = []
+        self.owed: dict[str, int] = {}
+        self.ids = itertools.count()
         self.condition = threading.Condition()
         self.pid = 0
 
-    def owe(self, group: str, number: tuple[str, float, int, float]) -> None:
-        """Owe a fence for ``group`` after its publication ``number`` (origin, since, seq, when it was numbered);
-        this replaces the fence owed for an earlier publication."""
+    def owe(self, group: str, number: PublicationNumber) -> None:
+        """Owe a fence for ``group`` after its publication ``number``; this replaces the fences owed for an earlier
+        publication (its repeat included)."""
         with self.condition:
-            self.due.pop(group, None)
-            self.due[group] = (time.monotonic() + FENCE_DELAY_SECONDS, number)
-            while len(self.due) > SEQUENCES_KEPT:
-                self.due.popitem(last=False)
+            self._push(time.monotonic() + FENCE_DELAY_SECONDS, group, number, repeat=False)
             if self.pid != os.getpid():  # the first publication of this process (a fork has no thread of its own)
                 self.pid = os.getpid()
                 threading.Thread(target=self.run, name="mcp-resources-fences", daemon=True).start()
             self.condition.notify()
 
-    def take(self, block: bool = True) -> list[tuple[str, tuple[str, float, int, float]]]:
-        """The fences due now (all of them when not ``block``); waits for the first to fall due when ``block``."""
+    def _push(self, when: float, group: str, number: PublicationNumber, *, repeat: bool) -> None:
+        entry = next(self.ids)
+        self.owed[group] = entry
+        heapq.heappush(self.heap, (when, entry, group, number, repeat))
+
+    def take(self, block: bool = True) -> list[tuple[str, PublicationNumber]]:
+        """The fences due now (every one owed, repeats included, when not ``block``); waits for the first to fall
+        due when ``block``. A first fence taken is owed again as its repeat, :data:`FENCE_REPEAT_SECONDS` later."""
         with self.condition:
             while block:
-                if self.due:
-                    wait = next(iter(self.due.values()))[0] - time.monotonic()
-                    if wait <= 0:
-                        break
-                    self.condition.wait(wait)
-                else:
+                self._drop_replaced()
+                if not self.heap:
                     self.condition.wait()
-            taken = []
-            now = time.monotonic()
-            while self.due:
-                group, (when, number) = next(iter(self.due.items()))
-                if block and when > now:
+                    continue
+                wait = self.heap[0][0] - time.monotonic()
+                if wait <= 0:
                     break
-                del self.due[group]
+                self.condition.wait(wait)
+            now = time.monotonic()
+            taken, firsts = [], []
+            while self.heap and (not block or self.heap[0][0] <= now):
+                _, entry, group, number, repeat = heapq.heappop(self.heap)
+                if self.owed.get(group) != entry:
+                    continue  # replaced by a later publication's fence
+                del self.owed[group]
                 taken.append((group, number))
+                if block and not repeat:
+                    firsts.append((group, number))
+            for group, number in firsts:
+                self._push(now + FENCE_REPEAT_SECONDS, group, number, repeat=True)
             return taken
+
+    def _drop_replaced(self) -> None:
+        while self.heap and self.owed.get(self.heap[0][2]) != self.heap[0][1]:
+            heapq.heappop(self.heap)
 
     def run(self) -> None:
         loop = asyncio.new_event_loop()  # the thread's own, kept: the layer's connections on it are reused
@@ -170,7 +198,7 @@ class _Fences:
             self.send(self.take(block=False), asyncio.run)
 
     @staticmethod
-    def send(fences: list[tuple[str, tuple[str, float, int, float]]], run: Callable[[Any], Any]) -> None:
+    def send(fences: list[tuple[str, PublicationNumber]], run: Callable[[Any], Any]) -> None:
         for group, (name, since, seq, at) in fences:
             message = {"type": FENCE, "group": group, "origin": name, "since": since, "seq": seq, "at": at}
             _send(group, message, run)
