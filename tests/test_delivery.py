@@ -552,6 +552,23 @@ def test_a_fence_is_sent_twice_unless_its_group_is_published_again(monkeypatch: 
     assert fences.take(block=False) == []
 
 
+def test_a_group_published_often_holds_one_fence_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Publishing costs no heap entry for a group already owed a fence: 1,000 publications of one group leave one
+    entry, which is pushed back when it falls due and then carries the last number; and the groups remembered are
+    bounded, least recently published forgotten first."""
+    monkeypatch.setattr(broker, "FENCE_DELAY_SECONDS", 0.05)
+    fences = broker._Fences()
+    fences.pid = os.getpid()  # no thread: taken by hand
+    for seq in range(1, 1001):
+        fences.owe("g", ("o", 1.0, seq, float(seq)))
+    assert len(fences.heap) == 1
+    assert fences.take() == [("g", ("o", 1.0, 1000, 1000.0))]
+    monkeypatch.setattr(broker, "SEQUENCES_KEPT", 3)
+    for group in ("a", "b", "c", "a", "d"):
+        fences.owe(group, ("o", 1.0, 1, 1.0))
+    assert list(fences.owed) == ["c", "a", "d"]  # g's repeat and b are forgotten
+
+
 def test_the_fences_owed_at_exit_include_the_repeats(monkeypatch: pytest.MonkeyPatch) -> None:
     """An exiting process sends every fence it still owes, first fences and repeats alike."""
     monkeypatch.setattr(broker, "FENCE_DELAY_SECONDS", 0.0)

@@ -35,6 +35,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -127,16 +128,28 @@ PublicationNumber = tuple[str, float, int, float]
 """A publication's number as a fence carries it: origin, since, seq, and when it was numbered."""
 
 
+@dataclass
+class _Owed:
+    """The fence a group is owed: its heap entry, when it falls due, the number it carries, whether it repeats one."""
+
+    entry: int
+    due: float
+    number: PublicationNumber
+    repeat: bool
+
+
 class _Fences:
     """The fences this process owes, sent by one daemon thread once each group has been silent long enough.
 
-    A heap of ``(when due, entry id, group, number, whether it is the repeat)``; ``owed`` holds the id of each
-    group's current entry, so an entry replaced by a later publication is skipped when it falls due.
+    ``owed`` holds one fence per group (least recently published first, at most :data:`SEQUENCES_KEPT`), and the
+    heap ``(when due, entry, group)`` at most one entry for it, plus one for a repeat it replaced (skipped when it
+    falls due). A publication that finds its group's first fence not yet sent only moves that fence later: its heap
+    entry is pushed back when it falls due. So publishing costs no heap entry for a group already owed one.
     """
 
     def __init__(self) -> None:
-        self.heap: list[tuple[float, int, str, PublicationNumber, bool]] = []
-        self.owed: dict[str, int] = {}
+        self.heap: list[tuple[float, int, str]] = []
+        self.owed: dict[str, _Owed] = {}
         self.ids = itertools.count()
         self.condition = threading.Condition()
         self.pid = 0
@@ -145,47 +158,64 @@ class _Fences:
         """Owe a fence for ``group`` after its publication ``number``; this replaces the fences owed for an earlier
         publication (its repeat included)."""
         with self.condition:
-            self._push(time.monotonic() + FENCE_DELAY_SECONDS, group, number, repeat=False)
+            due = time.monotonic() + FENCE_DELAY_SECONDS
+            owed = self.owed.pop(group, None)
+            if owed is not None and not owed.repeat:
+                owed.due, owed.number = due, number
+                self.owed[group] = owed
+            else:
+                self._schedule(group, due, number, repeat=False)
+            while len(self.owed) > SEQUENCES_KEPT:
+                del self.owed[next(iter(self.owed))]
             if self.pid != os.getpid():  # the first publication of this process (a fork has no thread of its own)
                 self.pid = os.getpid()
                 threading.Thread(target=self.run, name="mcp-resources-fences", daemon=True).start()
             self.condition.notify()
 
-    def _push(self, when: float, group: str, number: PublicationNumber, *, repeat: bool) -> None:
+    def _schedule(self, group: str, due: float, number: PublicationNumber, *, repeat: bool) -> None:
         entry = next(self.ids)
-        self.owed[group] = entry
-        heapq.heappush(self.heap, (when, entry, group, number, repeat))
+        self.owed.pop(group, None)
+        self.owed[group] = _Owed(entry, due, number, repeat)
+        heapq.heappush(self.heap, (due, entry, group))
 
     def take(self, block: bool = True) -> list[tuple[str, PublicationNumber]]:
-        """The fences due now (every one owed, repeats included, when not ``block``); waits for the first to fall
-        due when ``block``. A first fence taken is owed again as its repeat, :data:`FENCE_REPEAT_SECONDS` later."""
+        """The fences due now, waiting until there is one (``block``), or every fence still owed, repeats included
+        (not ``block``). A first fence taken is owed again as its repeat, :data:`FENCE_REPEAT_SECONDS` later."""
         with self.condition:
-            while block:
-                self._drop_replaced()
-                if not self.heap:
-                    self.condition.wait()
-                    continue
-                wait = self.heap[0][0] - time.monotonic()
-                if wait <= 0:
-                    break
-                self.condition.wait(wait)
-            now = time.monotonic()
-            taken, firsts = [], []
-            while self.heap and (not block or self.heap[0][0] <= now):
-                _, entry, group, number, repeat = heapq.heappop(self.heap)
-                if self.owed.get(group) != entry:
-                    continue  # replaced by a later publication's fence
-                del self.owed[group]
-                taken.append((group, number))
-                if block and not repeat:
-                    firsts.append((group, number))
-            for group, number in firsts:
-                self._push(now + FENCE_REPEAT_SECONDS, group, number, repeat=True)
-            return taken
+            while True:
+                while block:
+                    if not self.heap:
+                        self.condition.wait()
+                        continue
+                    wait = self.heap[0][0] - time.monotonic()
+                    if wait <= 0:
+                        break
+                    self.condition.wait(wait)
+                taken = self._pop_due(block)
+                if taken or not block:
+                    return taken
 
-    def _drop_replaced(self) -> None:
-        while self.heap and self.owed.get(self.heap[0][2]) != self.heap[0][1]:
-            heapq.heappop(self.heap)
+    def _pop_due(self, block: bool) -> list[tuple[str, PublicationNumber]]:
+        """The fences due now (every one owed when not ``block``), in the order they fall due."""
+        now = time.monotonic()
+        taken: list[tuple[float, str, PublicationNumber]] = []
+        repeats: list[tuple[str, PublicationNumber]] = []
+        while self.heap and (not block or self.heap[0][0] <= now):
+            _, entry, group = heapq.heappop(self.heap)
+            owed = self.owed.get(group)
+            if owed is None or owed.entry != entry:
+                continue  # a repeat replaced by a later publication's fence, or a group no longer remembered
+            if block and owed.due > now:
+                heapq.heappush(self.heap, (owed.due, entry, group))  # moved later by a later publication
+                continue
+            del self.owed[group]
+            taken.append((owed.due, group, owed.number))
+            if block and not owed.repeat:
+                repeats.append((group, owed.number))
+        for group, number in repeats:  # after the loop: a repeat never falls due in the take that owes it
+            self._schedule(group, now + FENCE_REPEAT_SECONDS, number, repeat=True)
+        taken.sort(key=lambda fence: fence[0])
+        return [(group, number) for _, group, number in taken]
 
     def run(self) -> None:
         loop = asyncio.new_event_loop()  # the thread's own, kept: the layer's connections on it are reused
