@@ -177,7 +177,7 @@ def main() -> None:
     made = templates()
     servers = {"model": server_of(made["documents"]), "repository": server_of(made["shelf"])}
     print(
-        f"item 8: a repository page against a model page, {args.size:,} records, page size {page_size}, "
+        f"item 9: a repository page against a model page, {args.size:,} records, page size {page_size}, "
         f"{args.rounds} interleaved rounds, {connection.vendor}"
     )
     contenders: dict[str, Any] = {}
