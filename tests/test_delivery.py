@@ -555,7 +555,7 @@ def test_a_fence_is_sent_twice_unless_its_group_is_published_again(monkeypatch: 
 def test_a_group_published_often_holds_one_fence_entry(monkeypatch: pytest.MonkeyPatch) -> None:
     """Publishing costs no heap entry for a group already owed a fence: 1,000 publications of one group leave one
     entry, which is pushed back when it falls due and then carries the last number; and the groups remembered are
-    bounded, least recently published forgotten first."""
+    bounded, least recently published pushed out first (their fences are then sent at once: the next test)."""
     monkeypatch.setattr(broker, "FENCE_DELAY_SECONDS", 0.05)
     fences = broker._Fences()
     fences.pid = os.getpid()  # no thread: taken by hand
@@ -567,6 +567,34 @@ def test_a_group_published_often_holds_one_fence_entry(monkeypatch: pytest.Monke
     for group in ("a", "b", "c", "a", "d"):
         fences.owe(group, ("o", 1.0, 1, 1.0))
     assert list(fences.owed) == ["c", "a", "d"]  # g's repeat and b are forgotten
+
+
+def test_a_fence_pushed_out_by_the_cap_is_sent_at_once_and_never_lost_silently(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """More groups owed a fence than the cap: the least recently published ones are sent at once (once, with no
+    repeat) instead of being forgotten; and should even those pass the cap, the drop is counted and logged."""
+    monkeypatch.setattr(broker, "FENCE_DELAY_SECONDS", 60.0)
+    monkeypatch.setattr(broker, "SEQUENCES_KEPT", 3)
+    fences = broker._Fences()
+    fences.pid = os.getpid()  # no thread: taken by hand
+    for group in ("a", "b", "c", "d", "e"):
+        fences.owe(group, ("o", 1.0, 1, 1.0))
+    taken: list[Any] = []
+    worker = threading.Thread(target=lambda: taken.append(fences.take()), daemon=True)
+    worker.start()
+    worker.join(timeout=5)
+    assert taken == [[("a", ("o", 1.0, 1, 1.0)), ("b", ("o", 1.0, 1, 1.0))]]  # not 60 s later
+    assert list(fences.owed) == ["c", "d", "e"]
+    assert fences.take(block=False) == [(group, ("o", 1.0, 1, 1.0)) for group in ("c", "d", "e")]  # no repeat of a, b
+    for group in ("f", "g", "h", "i", "j", "k", "l"):  # 7 groups: 3 owed, 3 sent early, 1 beyond both caps
+        fences.owe(group, ("o", 1.0, 1, 1.0))
+    assert fences.forgotten == 1
+    with caplog.at_level(logging.WARNING, logger="mcp_resources.subscriptions"):
+        fences.report_forgotten()
+    assert "forgot 1 fence(s)" in caplog.text
+    assert fences.forgotten == 0
+    assert [group for group, _ in fences.take(block=False)] == ["g", "h", "i", "j", "k", "l"]
 
 
 def test_the_fences_owed_at_exit_include_the_repeats(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -145,11 +145,18 @@ class _Fences:
     heap ``(when due, entry, group)`` at most one entry for it, plus one for a repeat it replaced (skipped when it
     falls due). A publication that finds its group's first fence not yet sent only moves that fence later: its heap
     entry is pushed back when it falls due. So publishing costs no heap entry for a group already owed one.
+
+    A fence pushed out of ``owed`` by the cap goes to ``early`` and is sent at once, without a repeat: sent before
+    its publications have arrived, it only opens holes that they fill within the grace period. Should ``early``
+    itself pass the cap (the sending thread far behind), the oldest are dropped and counted in ``forgotten``, which
+    the sending thread logs.
     """
 
     def __init__(self) -> None:
         self.heap: list[tuple[float, int, str]] = []
         self.owed: dict[str, _Owed] = {}
+        self.early: dict[str, PublicationNumber] = {}
+        self.forgotten = 0
         self.ids = itertools.count()
         self.condition = threading.Condition()
         self.pid = 0
@@ -166,24 +173,32 @@ class _Fences:
             else:
                 self._schedule(group, due, number, repeat=False)
             while len(self.owed) > SEQUENCES_KEPT:
-                del self.owed[next(iter(self.owed))]
+                oldest = next(iter(self.owed))
+                self._send_early(oldest, self.owed.pop(oldest).number)
             if self.pid != os.getpid():  # the first publication of this process (a fork has no thread of its own)
                 self.pid = os.getpid()
                 threading.Thread(target=self.run, name="mcp-resources-fences", daemon=True).start()
             self.condition.notify()
 
+    def _send_early(self, group: str, number: PublicationNumber) -> None:
+        self.early.pop(group, None)
+        self.early[group] = number
+        while len(self.early) > SEQUENCES_KEPT:
+            del self.early[next(iter(self.early))]
+            self.forgotten += 1
+
     def _schedule(self, group: str, due: float, number: PublicationNumber, *, repeat: bool) -> None:
         entry = next(self.ids)
-        self.owed.pop(group, None)
-        self.owed[group] = _Owed(entry, due, number, repeat)
+        self.owed[group] = _Owed(entry, due, number, repeat)  # both callers removed the group's fence first
         heapq.heappush(self.heap, (due, entry, group))
 
     def take(self, block: bool = True) -> list[tuple[str, PublicationNumber]]:
         """The fences due now, waiting until there is one (``block``), or every fence still owed, repeats included
-        (not ``block``). A first fence taken is owed again as its repeat, :data:`FENCE_REPEAT_SECONDS` later."""
+        (not ``block``). A first fence taken is owed again as its repeat, :data:`FENCE_REPEAT_SECONDS` later; the
+        fences pushed out by the cap come first."""
         with self.condition:
             while True:
-                while block:
+                while block and not self.early:
                     if not self.heap:
                         self.condition.wait()
                         continue
@@ -191,7 +206,9 @@ class _Fences:
                     if wait <= 0:
                         break
                     self.condition.wait(wait)
-                taken = self._pop_due(block)
+                taken = list(self.early.items())
+                self.early.clear()
+                taken += self._pop_due(block)
                 if taken or not block:
                     return taken
 
@@ -204,7 +221,7 @@ class _Fences:
             _, entry, group = heapq.heappop(self.heap)
             owed = self.owed.get(group)
             if owed is None or owed.entry != entry:
-                continue  # a repeat replaced by a later publication's fence, or a group no longer remembered
+                continue  # a repeat replaced by a later publication's fence, or a fence sent early
             if block and owed.due > now:
                 heapq.heappush(self.heap, (owed.due, entry, group))  # moved later by a later publication
                 continue
@@ -221,11 +238,25 @@ class _Fences:
         loop = asyncio.new_event_loop()  # the thread's own, kept: the layer's connections on it are reused
         while True:
             self.send(self.take(), loop.run_until_complete)
+            self.report_forgotten()
 
     def flush(self) -> None:
         """Send every fence still owed now (at exit: a short-lived publisher would otherwise owe them forever)."""
         if self.pid == os.getpid():
             self.send(self.take(block=False), asyncio.run)
+            self.report_forgotten()
+
+    def report_forgotten(self) -> None:
+        """Log the fences dropped since the last report (see the class's docstring)."""
+        with self.condition:
+            forgotten, self.forgotten = self.forgotten, 0
+        if forgotten:
+            logger.warning(
+                "forgot %d fence(s): over %d groups were owed one at once and the thread sending them fell behind; "
+                "a loss of their last publications would go unnoticed",
+                forgotten,
+                SEQUENCES_KEPT,
+            )
 
     @staticmethod
     def send(fences: list[tuple[str, PublicationNumber]], run: Callable[[Any], Any]) -> None:
