@@ -1,9 +1,9 @@
 """The ablation (rule 4 of the speed-up rules): each remaining speed-up switched off, one at a time, end to end.
 
-For each server of the default deployment (``gunicorn testproject.wsgi``: one ``gthread`` worker with 2 threads,
-persistent database connections; ``uvicorn testproject.asgi:application`` with Django's connection pool, as Django
-advises under ASGI), one server with every speed-up on and one per speed-up with only that
-one switched off (``MCP_BENCH_ABLATE=<name>``, ``benchmarks/ablation.py``: the switches live in the benchmarks
+For each server of the default deployment (``gunicorn testproject.wsgi``: one ``gevent`` worker with Django's
+connection pool, as docs/deployment.md advises; ``uvicorn testproject.asgi:application`` with Django's connection
+pool, as Django advises under ASGI), one server with every speed-up on and one per speed-up with only that one
+switched off (``MCP_BENCH_ABLATE=<name>``, ``benchmarks/ablation.py``: the switches live in the benchmarks
 only). All of them serve the same authenticated ``resources/list`` page as item 5, measured in the same run with
 interleaved rounds (``benchmarks/serving.py``); each server logs the switch it applied, and all must serve the
 same page.

@@ -7,14 +7,16 @@ the same database with the same SQL, to the same token:
 - ``sdk``: the SDK's low-level ``Server`` (``json_response=True``, stateless) under uvicorn (``sdk_server.py``),
   its requests authenticated by the SDK's own auth middleware with a ``TokenVerifier`` that reads the token's row
   from django-oauth-toolkit's tables (checksum, application, user, expiry) on every request;
-- ``ours-gunicorn``: the demo as a project serves it by default under WSGI, ``gunicorn testproject.wsgi`` (Django's
-  WSGI handler, the demo's whole middleware stack), one worker process of the ``gthread`` class with 2 threads and
-  HTTP keep-alive (gunicorn's ``sync`` worker closes every connection and belongs behind a buffering proxy);
+- ``ours-gunicorn``: the demo as docs/deployment.md serves it under WSGI, ``gunicorn testproject.wsgi`` (Django's
+  WSGI handler, the demo's whole middleware stack), one worker process of gunicorn's ``gevent`` class with HTTP
+  keep-alive and Django's connection pool;
 - ``ours-uvicorn``: the demo as it is served by default under ASGI, ``uvicorn testproject.asgi:application``
   (Channels' routers, ``MCPEndpoint``, which runs Django's request handler with the whole middleware stack in one
   worker thread), with Django's connection pool.
 
-Reported next to them, labelled as opt-ins and not the verdict:
+Reported next to them, not the verdict: ``ours-gunicorn-gthread``, the same under gunicorn's ``gthread`` worker
+class, 2 threads, persistent database connections (gunicorn's ``sync`` worker closes every connection and belongs
+behind a buffering proxy). And labelled as opt-ins:
 
 - ``ours-uvicorn-asgi``: ``MCPEndpoint.as_asgi(django_asgi_app)`` (``benchmarks/asgi_fast.py`` with
   ``MCP_BENCH_ASGI_HANDLER=asgi``): the same requests handed to Django's ASGI handler, middleware in async mode;
@@ -28,9 +30,9 @@ Reported next to them, labelled as opt-ins and not the verdict:
   validated token is reused for 30 s: revocation elsewhere takes up to that long to be seen);
 - with ``--granian``: ``ours-granian-wsgi``, the same WSGI application under granian (HTTP in Rust).
 
-Database connections as Django's docs advise (``benchmarks/serving.py``): persistent under gunicorn
-(``CONN_MAX_AGE=None``, one per thread), Django's pool under uvicorn (or a connection per request where
-psycopg_pool is missing); the SDK keeps one psycopg connection. Ours
+Database connections as Django's docs advise (``benchmarks/serving.py``): Django's pool under gunicorn's ``gevent``
+worker, persistent under ``gthread`` (``CONN_MAX_AGE=None``, one per thread), Django's pool under uvicorn (or a
+connection per request where psycopg_pool is missing); the SDK keeps one psycopg connection. Ours
 receives a 2026-07-28 ``resources/list`` with a sealed cursor; the SDK the same request with its own plain cursor.
 Load: ``http_client.py`` (``benchmarks/serving.py``), rounds interleaved, medians compared. Targets: ours >= 1.0x
 the SDK's requests per second under gunicorn and under uvicorn, with the token cache off (the default).
@@ -62,6 +64,7 @@ from benchmarks.serving import (
     ASGI_DATABASE,
     BIN,
     GUNICORN_THREADS,
+    GUNICORN_WORKER,
     PYTHON,
     WSGI_DATABASE,
     Contender,
@@ -144,7 +147,7 @@ def main() -> None:
     server, _ = core_objects()
     ctx = context_for(user)
     where = {"cursor": page["cursor"], "skip": page["skip"]}
-    names = ["sdk", "ours-gunicorn", "ours-uvicorn", "ours-uvicorn-asgi", "ours-uvicorn-nomw"]
+    names = ["sdk", "ours-gunicorn", "ours-uvicorn", "ours-gunicorn-gthread", "ours-uvicorn-asgi", "ours-uvicorn-nomw"]
     if not os.environ.get("MCP_BENCH_TOKEN_CACHE_TTL"):
         names += ["ours-gunicorn+tc", "ours-uvicorn+tc"]
     if vendor == "postgresql" and os.environ.get("MCP_BENCH_PG_BINDING") != "server":
@@ -187,6 +190,10 @@ def main() -> None:
         "sdk": ([PYTHON, str(BENCH_DIR / "sdk_server.py"), str(config_file), str(ports["sdk"])], {}),
         "ours-gunicorn": (gunicorn_argv("testproject.wsgi:application", ports["ours-gunicorn"]), gunicorn_env()),
         "ours-uvicorn": (uvicorn_argv("testproject.asgi:application", ports["ours-uvicorn"]), asgi_database()),
+        "ours-gunicorn-gthread": (
+            gunicorn_argv("testproject.wsgi:application", ports["ours-gunicorn-gthread"], "gthread"),
+            gunicorn_env("gthread"),
+        ),
         "ours-uvicorn-asgi": (
             uvicorn_argv("benchmarks.asgi_fast:application", ports["ours-uvicorn-asgi"]),
             {"MCP_BENCH_ASGI_HANDLER": "asgi", **asgi_database()},
@@ -284,7 +291,8 @@ def main() -> None:
             "targets": TARGETS,
             "opt_ins": {name: OPT_INS[name] for name in names if name in OPT_INS},
             "token_cache_ttl_of_variants": CACHE_TTL,
-            "gunicorn_threads": GUNICORN_THREADS,
+            "gunicorn_worker": GUNICORN_WORKER,
+            "gunicorn_threads_of_gthread": GUNICORN_THREADS,
             "sql": sql,
         },
     )

@@ -18,7 +18,8 @@ copied into it and serves that tree's demo with its own settings on the benchmar
 Servers as the previous tree ran them: ``gunicorn`` (one ``gthread`` worker, 2 threads) and ``uvicorn``, with
 persistent database connections, except under Django's ASGI handler (``front`` off under uvicorn), where Django
 advises none (``benchmarks/serving.py``). The current tree's two default servers run in the same rounds, for the
-before/after (``current-gunicorn``, ``current-uvicorn``). Every server gets the same authenticated
+before/after (``current-gunicorn``, ``current-uvicorn``; ``current-gunicorn`` under the ``gevent`` worker
+docs/deployment.md now advises, so its ratio counts the worker class too). Every server gets the same authenticated
 ``resources/list`` page as item 5 (the previous tree's cursor sealed by its own code, ``previous_tree.seal``).
 Each removed speed-up is reported as requests per second with it on / with it off, and p99 likewise.
 """
@@ -160,7 +161,8 @@ def main() -> None:
             for off in ["", *SWITCHES[kind]]:
                 port = free_port()
                 if kind == "gunicorn":
-                    argv, env = gunicorn_argv("previous_tree.wsgi:application", port), gunicorn_env()
+                    argv = gunicorn_argv("previous_tree.wsgi:application", port, "gthread")
+                    env = gunicorn_env("gthread")
                     database = PREVIOUS_DATABASE
                 else:
                     argv, env = uvicorn_argv("previous_tree.asgi:application", port), {}

@@ -193,7 +193,7 @@ def summarize(results: dict[str, Any]) -> list[dict[str, Any]]:
         add("4", "cursor codec seal+open / raw AES-GCM encrypt+decrypt", codec["codec_over_raw"], codec["target"], True)
     if http:
         for label, server in (
-            ("gunicorn (Django's WSGI handler, middleware on)", "ours-gunicorn"),
+            ("gunicorn, gevent worker (Django's WSGI handler, middleware on)", "ours-gunicorn"),
             ("uvicorn (Channels, MCPEndpoint, Django's handler in one thread hop, middleware on)", "ours-uvicorn"),
         ):
             if server in http["ratios"]:
@@ -306,8 +306,10 @@ def http_section(http: dict[str, Any]) -> list[str]:
     how = {
         "sdk": "MCP SDK low-level `Server`, `json_response`, stateless, uvicorn; its `TokenVerifier` reads the token's "
         "row (checksum, application, user, expiry) on every request",
-        "ours-gunicorn": "default: `gunicorn testproject.wsgi`, gthread, 1 worker x 2 threads, Django's handler, "
-        "middleware on",
+        "ours-gunicorn": "default: `gunicorn testproject.wsgi -k gevent`, 1 worker, Django's handler, middleware on, "
+        "Django's connection pool",
+        "ours-gunicorn-gthread": "gunicorn's `gthread` worker, 1 worker x 2 threads, persistent connections "
+        "(reported, not the verdict)",
         "ours-uvicorn": "default: `uvicorn testproject.asgi:application`, Channels' routers, `MCPEndpoint`, "
         "Django's handler in one worker thread, middleware on, Django's connection pool",
     }

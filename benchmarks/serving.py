@@ -32,21 +32,23 @@ from benchmarks.common import BENCH_DIR, RESULTS_DIR, ROOT
 
 PYTHON = sys.executable
 BIN = Path(sys.executable).parent
-GUNICORN_THREADS = 2  # gunicorn's threads per worker process, as docs/quickstart.md advises
-# Database connections as Django's docs advise for each kind of server. Under WSGI, persistent connections (the
-# production norm: one per worker thread). Under ASGI, not persistent ones: "When using ASGI, persistent
+GUNICORN_WORKER = "gevent"  # gunicorn's worker class, as docs/deployment.md advises
+GUNICORN_THREADS = 2  # the threads of a gthread worker process (the variant measured next to it)
+# Database connections as Django's docs advise for each kind of server. Under WSGI with threads, persistent
+# connections (the production norm: one per worker thread). Under gunicorn's gevent worker (a greenlet per client
+# connection) and under ASGI, not persistent ones: "When using ASGI, persistent
 # connections should be disabled" (under Django's ASGI handler each request runs in a thread of its own context,
 # and a persistent connection per context piles up until the garbage collector frees it: PostgreSQL's 100
 # connections run out), but Django's pool (``OPTIONS["pool"]``, needs psycopg_pool), the alternative its docs name.
 WSGI_DATABASE = {"MCP_BENCH_CONN_MAX_AGE": "none"}
 ASGI_DATABASE = {"MCP_BENCH_CONN_MAX_AGE": "0"}
-ASGI_POOL = {"MCP_BENCH_CONN_MAX_AGE": "0", "MCP_BENCH_DB_POOL": "1"}
+DATABASE_POOL = {"MCP_BENCH_CONN_MAX_AGE": "0", "MCP_BENCH_DB_POOL": "1"}
 
 
 def asgi_database() -> dict[str, str]:
     """The database configuration of the uvicorn servers: Django's pool where psycopg_pool is installed, else a
     connection per request."""
-    return ASGI_POOL if pool_available() else ASGI_DATABASE
+    return DATABASE_POOL if pool_available() else ASGI_DATABASE
 
 
 @dataclass
@@ -80,16 +82,17 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def gunicorn_argv(app: str, port: int) -> list[str]:
-    """One gunicorn worker of the ``gthread`` class with HTTP keep-alive; its threads come from
-    ``GUNICORN_CMD_ARGS`` (:func:`gunicorn_env`), so that a variant is only environment."""
+def gunicorn_argv(app: str, port: int, worker: str = GUNICORN_WORKER) -> list[str]:
+    """One gunicorn worker process of the class ``worker`` with HTTP keep-alive: ``gevent`` (the deployment
+    docs/deployment.md advises) or ``gthread``, whose threads come from ``GUNICORN_CMD_ARGS`` (:func:`gunicorn_env`),
+    so that a variant is only environment."""
     return [
         str(BIN / "gunicorn"),
         app,
         "--workers",
         "1",
         "--worker-class",
-        "gthread",
+        worker,
         "--keep-alive",
         "30",
         "--bind",
@@ -101,7 +104,12 @@ def gunicorn_argv(app: str, port: int) -> list[str]:
     ]
 
 
-def gunicorn_env(threads: int = GUNICORN_THREADS) -> dict[str, str]:
+def gunicorn_env(worker: str = GUNICORN_WORKER, threads: int = GUNICORN_THREADS) -> dict[str, str]:
+    """The environment of :func:`gunicorn_argv`'s server: under ``gevent``, Django's pool (a greenlet per client
+    connection would otherwise keep a persistent connection of its own until the garbage collector frees it);
+    under ``gthread``, ``threads`` threads and persistent connections (one per thread)."""
+    if worker == "gevent":
+        return dict(DATABASE_POOL if pool_available() else WSGI_DATABASE)
     return {"GUNICORN_CMD_ARGS": f"--threads {threads}", **WSGI_DATABASE}
 
 

@@ -75,12 +75,16 @@ if os.environ.get("MCP_TEST_DB") == "postgres":
                 else int(os.environ.get("MCP_TEST_CONN_MAX_AGE", "0"))
             ),
             # ``MCP_TEST_PG_BINDING=server``: server-side parameter binding, statements prepared from their fifth run
-            # (psycopg's default; Django turns preparing off unless told).
-            "OPTIONS": (
-                {"server_side_binding": True, "prepare_threshold": 5}
-                if os.environ.get("MCP_TEST_PG_BINDING") == "server"
-                else {}
-            ),
+            # (psycopg's default; Django turns preparing off unless told). ``MCP_TEST_DB_POOL=1``: Django's pool
+            # (psycopg_pool), as under gunicorn's gevent worker (docs/deployment.md); it needs ``CONN_MAX_AGE`` 0.
+            "OPTIONS": {
+                **(
+                    {"server_side_binding": True, "prepare_threshold": 5}
+                    if os.environ.get("MCP_TEST_PG_BINDING") == "server"
+                    else {}
+                ),
+                **({"pool": True} if os.environ.get("MCP_TEST_DB_POOL") == "1" else {}),
+            },
         }
     }
 else:

@@ -125,7 +125,8 @@ CURSOR_KEY = "a-cursor-key-every-worker-of-the-test-deployment-shares"
 @pytest.fixture(scope="module")
 def two_workers(workers_project: live.Project) -> Iterator[Callable[..., live.Server]]:
     """``two_workers(kind, keyed=True)``: ``workers_project`` served by two worker processes of gunicorn
-    (``"gunicorn"``: ``testproject.wsgi``, gthread) or uvicorn (``"uvicorn"``: ``testproject.asgi``, ``--workers 2``).
+    (``"gunicorn"``: ``testproject.wsgi``, gthread; ``"gevent"``: its gevent worker) or uvicorn (``"uvicorn"``:
+    ``testproject.asgi``, ``--workers 2``).
     ``keyed``: both workers share one ``CURSOR_KEYS`` secret; otherwise each seals with its own random key (the
     default). Each server starts on first use, once per module, and is returned when both workers answer; any
     client (the Python SDK, the TypeScript SDK) can walk it. ``server.tokens("alice")`` gives bearer tokens."""

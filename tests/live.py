@@ -343,8 +343,9 @@ def project(
 @dataclass
 class Server:
     """One server process serving a :class:`Project` on loopback: uvicorn (``testproject.asgi``) or gunicorn
-    (``testproject.wsgi``), with ``MCP_RESOURCE_URI`` set to its own endpoint and ``env`` added to the project's
-    environment. Its output goes to ``<workdir>/<name>.log``."""
+    (``testproject.wsgi``; ``kind`` ``"gunicorn"``: gthread workers, ``"gevent"``: gevent workers, with Django's
+    pool on PostgreSQL, as docs/deployment.md advises), with ``MCP_RESOURCE_URI`` set to its own endpoint and
+    ``env`` added to the project's environment. Its output goes to ``<workdir>/<name>.log``."""
 
     project: Project
     name: str = "server"
@@ -375,6 +376,13 @@ class Server:
                 *("--log-level", "warning"),
                 *extra,
             ]
+        if self.kind == "gevent":
+            return [
+                *(sys.executable, "-m", "gunicorn", "testproject.wsgi:application", "--worker-class", "gevent"),
+                *("--bind", f"127.0.0.1:{self.port}", "--workers", str(self.workers)),
+                *("--log-level", "warning"),
+                *extra,
+            ]
         if self.kind != "uvicorn":
             raise ValueError(f"unknown server kind {self.kind!r}")
         return [
@@ -387,6 +395,8 @@ class Server:
     def start(self, *extra: str, timeout: float = 60) -> Server:
         """Start the process (``extra``: more command-line options) and wait until it serves HTTP."""
         env = {**self.project.env, "MCP_RESOURCE_URI": self.url, **self.env}
+        if self.kind == "gevent" and env.get("MCP_TEST_DB") == "postgres":
+            env.update(MCP_TEST_DB_POOL="1", MCP_TEST_CONN_MAX_AGE="0")
         with self.log.open("ab") as log_file:
             self.process = subprocess.Popen(
                 self.command(*extra), cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT

@@ -3,7 +3,8 @@
 - ASGI: ``demo_server``, uvicorn serving ``testproject.asgi`` (Channels' routers, ``MCPEndpoint`` at ``/mcp``,
   every MCP request but the streams through Django's ASGI handler and its middleware);
 - WSGI: gunicorn serving ``testproject.wsgi`` (Django's WSGI handler, middleware on; no streams: a session's GET
-  is answered 405, which the 2025-11-25 transport allows).
+  is answered 405, which the 2025-11-25 transport allows), under its ``gthread`` worker and under its ``gevent``
+  worker (with Django's pool on PostgreSQL), the WSGI deployment docs/deployment.md advises.
 
 Both serve the same project (``demo_project``: one fresh database with ``load_demo_data``, SQLite or PostgreSQL
 with ``MCP_TEST_DB=postgres``); tokens come from ``manage.py mcp_token`` bound to each server's endpoint. Every
@@ -36,7 +37,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 MODES = ["auto", "legacy", "2026-07-28"]
 NEGOTIATED = {"auto": "2026-07-28", "legacy": "2025-11-25", "2026-07-28": "2026-07-28"}
 NOT_FOUND_CODE = {"auto": -32602, "legacy": -32002, "2026-07-28": -32602}
-DEPLOYMENTS = ["asgi", "wsgi"]
+DEPLOYMENTS = ["asgi", "wsgi", "gevent"]
 
 T = TypeVar("T")
 
@@ -74,10 +75,20 @@ def wsgi_server(demo_project: live.Project) -> Iterator[live.Server]:
         server.stop()
 
 
+@pytest.fixture(scope="module")
+def gevent_server(demo_project: live.Project) -> Iterator[live.Server]:
+    """The demo project under gunicorn's gevent worker, on the same database as ``demo_server``."""
+    server = live.Server(demo_project, name="gevent", kind="gevent", env={"MCP_LOG_LEVEL": "INFO"}).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture(params=DEPLOYMENTS)
 def server(request: pytest.FixtureRequest) -> live.Server:
-    """Each deployment in turn: uvicorn (ASGI) and gunicorn (WSGI)."""
-    fixture = "demo_server" if request.param == "asgi" else "wsgi_server"
+    """Each deployment in turn: uvicorn (ASGI), gunicorn's gthread worker (WSGI) and its gevent worker."""
+    fixture = {"asgi": "demo_server", "wsgi": "wsgi_server", "gevent": "gevent_server"}[request.param]
     result: live.Server = request.getfixturevalue(fixture)
     result.tokens("alice", "bob")  # made together, once
     return result

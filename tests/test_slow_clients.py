@@ -5,7 +5,8 @@ may wait one second, keep-alives every second). Raw sockets play the clients:
 
 - clients that send their headers or their body a byte at a time hold a connection each but no thread (uvicorn
   parses on the event loop and ``MCPEndpoint`` reads the body there); other clients are served meanwhile, and a slow
-  client that finishes gets its answer;
+  client that finishes gets its answer; the same under gunicorn's gevent worker (a greenlet each), on the same
+  project;
 - uvicorn bounds what a slow head may hold (h11's 16 KiB for an incomplete head: past it, a 400), not how long it
   may take; ``--limit-concurrency`` bounds how many connections slow clients can hold: past it uvicorn answers 503
   instead of queueing, and serves again once they leave;
@@ -107,6 +108,16 @@ def threads(pid: int) -> int:
         return next(int(line.split()[1]) for line in status if line.startswith("Threads:"))
 
 
+def worker_pid(server: live.Server) -> int:
+    """The process id of a one-worker gunicorn server's worker (its master only supervises)."""
+    assert server.process is not None
+    pid = server.process.pid
+    with open(f"/proc/{pid}/task/{pid}/children") as children:
+        workers = children.read().split()
+    assert len(workers) == 1, workers
+    return int(workers[0])
+
+
 def connect(port: int) -> socket.socket:
     return socket.create_connection(("127.0.0.1", port), timeout=30)
 
@@ -114,11 +125,37 @@ def connect(port: int) -> socket.socket:
 # Slow heads and bodies -----------------------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def gevent_server(project: live.Project) -> Iterator[live.Server]:
+    """The same project under gunicorn's gevent worker (docs/deployment.md): a greenlet per connection."""
+    server = live.Server(project, name="gevent", kind="gevent").start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.mark.parametrize("part", ["head", "body"])
 def test_slow_clients_hold_no_thread_and_the_others_are_served(server: live.Server, part: str) -> None:
     assert server.process is not None
+    slow_clients_hold_no_thread(server, server.process.pid, part)
+
+
+@pytest.mark.parametrize("part", ["head", "body"])
+def test_under_gevent_slow_clients_hold_no_thread_and_the_others_are_served(
+    gevent_server: live.Server, part: str
+) -> None:
+    """Under gunicorn's gevent worker too: a slow client holds a greenlet, where a ``gthread`` worker gives it one
+    of its threads (two slow clients would stop a worker of 2 threads)."""
+    healthy(gevent_server)  # the worker has loaded the project
+    slow_clients_hold_no_thread(gevent_server, worker_pid(gevent_server), part)
+
+
+def slow_clients_hold_no_thread(server: live.Server, pid: int, part: str) -> None:
+    """40 clients stop halfway through their ``part``; another is served meanwhile, and one that finishes byte by
+    byte gets its answer; the threads of process ``pid`` (the one serving) stay about as many."""
     healthy(server)
-    before = threads(server.process.pid)
+    before = threads(pid)
     head, body = raw_request(server.port, "server/discover", body_of("server/discover"))
     whole = head + body
     sent_at_once = len(head) // 2 if part == "head" else len(head) + 10
@@ -127,7 +164,7 @@ def test_slow_clients_hold_no_thread_and_the_others_are_served(server: live.Serv
         for sock in slow:
             sock.sendall(whole[:sent_at_once])
         healthy(server)  # served while 40 clients are halfway through their requests
-        during = threads(server.process.pid)
+        during = threads(pid)
         assert during <= before + 8, f"{during} threads with 40 slow clients, {before} before"
         # One of them finishes, a byte at a time, and gets its answer.
         for byte in whole[sent_at_once:]:

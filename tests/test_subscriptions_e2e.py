@@ -460,3 +460,45 @@ def test_bob_listening_both_ways_hears_nothing_about_alices_documents(server: li
             assert alice_inbox.events == [updated(alice_doc), updated(alice_doc)]
 
     run(body)
+
+
+@pytest.fixture(scope="module")
+def gevent_server(demo_project: live.Project) -> Iterator[live.Server]:
+    """The same project under gunicorn's gevent worker (``testproject.wsgi``; Django's pool on PostgreSQL), the WSGI
+    deployment docs/deployment.md advises: its saves publish through the same Redis layer."""
+    server = live.Server(demo_project, name="gevent", kind="gevent").start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_changes_made_in_a_gevent_worker_reach_the_listeners(
+    server: live.Server, gevent_server: live.Server, documents: Docs
+) -> None:
+    """A save and an added row in a request of a gevent worker (its greenlet publishes through ``async_to_sync`` on
+    a monkey-patched process) arrive at a stream of the uvicorn server, once each; bob hears nothing of them."""
+    pk, marker = documents["alice"][2], documents["alice"][6]
+    alice_doc, marker_doc = doc_uri(pk), doc_uri(marker)
+    added = "test://added-in-the-gevent-worker"
+
+    async def body(tasks: TaskGroup) -> None:
+        inbox, bob_inbox = Inbox("alice (listen)"), Inbox("bob (listen)")
+        async with (
+            connect(server, "alice", "2026-07-28") as alice,
+            alice.listen(resource_subscriptions=[alice_doc, marker_doc], resources_list_changed=True) as sub,
+            connect(server, "bob", "2026-07-28") as bob,
+            bob.listen(resource_subscriptions=[alice_doc, doc_uri(documents["bob"][2])]) as bob_sub,
+        ):
+            tasks.start_soon(inbox.pump, sub)
+            tasks.start_soon(bob_inbox.pump, bob_sub)
+            await admin_touch(gevent_server, pk)
+            await inbox.wait_for(updated(alice_doc), 1)
+            await admin_add_static(gevent_server, added)
+            await inbox.wait_for(LIST_CHANGED, 1)
+            await settle(server, marker, inbox)
+            assert inbox.events == [updated(alice_doc), LIST_CHANGED, updated(marker_doc)]
+            assert bob_inbox.events == []
+
+    run(body)
+    gevent_server.assert_log_clean()

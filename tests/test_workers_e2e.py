@@ -1,6 +1,6 @@
 """Several workers, end to end: the official MCP Python SDK and the TypeScript SDK walk every page of an inventory
-of 2,000+ records from two gunicorn workers and from two uvicorn workers (``uvicorn --workers 2``), each page on a new
-HTTP connection.
+of 2,000+ records from two gunicorn workers (``gthread`` and ``gevent``) and from two uvicorn workers
+(``uvicorn --workers 2``), each page on a new HTTP connection.
 
 - With one ``CURSOR_KEYS`` secret shared by the workers, every page succeeds, in both of the Python SDK's modes
   (2026-07-28 and 2025-11-25 sessions) and with the TypeScript SDK (2025-11-25 sessions, shared by the workers through
@@ -38,7 +38,7 @@ import ts_driver
 
 pytestmark = pytest.mark.e2e
 
-KINDS = ["gunicorn", "uvicorn"]
+KINDS = ["gunicorn", "gevent", "uvicorn"]
 MODES = {"auto": "2026-07-28", "legacy": "2025-11-25", "typescript": "2025-11-25"}
 """The clients that walk, and the protocol version each negotiates: the Python SDK's two modes, the TypeScript SDK."""
 WALKS = 5
