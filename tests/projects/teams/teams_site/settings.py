@@ -70,6 +70,8 @@ if os.environ.get("MCP_TEST_DB") == "postgres":
             "USER": os.environ.get("PGUSER", "postgres"),
             "HOST": os.environ.get("PGHOST", "127.0.0.1"),
             "PORT": os.environ.get("PGPORT", "5432"),
+            # Under gunicorn's gevent worker, Django's pool (django-mcp-resources' docs/deployment.md).
+            **({"OPTIONS": {"pool": True}, "CONN_MAX_AGE": 0} if os.environ.get("TEAMS_DB_POOL") == "1" else {}),
         }
     }
 else:

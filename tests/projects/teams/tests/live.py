@@ -172,8 +172,9 @@ def project(workdir: Path, *, tickets: int = 3, redis_url: str | None = None) ->
 
 @dataclass
 class Server:
-    """``kind`` uvicorn (``app``, default ``teams_site.asgi:application``) or gunicorn (``teams_site.wsgi``) on
-    loopback, its ``TEAMS_RESOURCE_URI`` its own endpoint, its requests recorded in ``requests_log``."""
+    """``kind`` uvicorn (``app``, default ``teams_site.asgi:application``) or gunicorn (``teams_site.wsgi``;
+    ``gevent``: its gevent worker, with Django's pool on PostgreSQL) on loopback, its ``TEAMS_RESOURCE_URI`` its
+    own endpoint, its requests recorded in ``requests_log``."""
 
     project: Project
     name: str = "server"
@@ -205,14 +206,20 @@ class Server:
         return [json.loads(line) for line in self.requests_log.read_text().splitlines() if line]
 
     def start(self) -> Server:
+        extra_env = {}
         if self.kind == "gunicorn":
             command = [sys.executable, "-m", "gunicorn", self.app or "teams_site.wsgi:application"]
             command += ["--bind", f"127.0.0.1:{self.port}", "--workers", "1", "--threads", "2"]
+        elif self.kind == "gevent":
+            command = [sys.executable, "-m", "gunicorn", self.app or "teams_site.wsgi:application"]
+            command += ["--bind", f"127.0.0.1:{self.port}", "--workers", "1", "--worker-class", "gevent"]
+            extra_env["TEAMS_DB_POOL"] = "1"
         else:
             command = [sys.executable, "-m", "uvicorn", self.app or "teams_site.asgi:application"]
             command += ["--host", "127.0.0.1", "--port", str(self.port)]
         command += ["--log-level", "warning"]
         env = {**self.project.env, "TEAMS_RESOURCE_URI": self.url, "TEAMS_REQUEST_LOG": str(self.requests_log)}
+        env.update(extra_env)
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60

@@ -1,5 +1,6 @@
-"""Every MCP request passes through the project's middleware, under WSGI (gunicorn) and under ASGI (uvicorn with
-Channels' routers and ``MCPEndpoint``, as docs/deployment.md sets it up), unless the project opts out explicitly.
+"""Every MCP request passes through the project's middleware, under WSGI (gunicorn, its gthread and its gevent
+workers) and under ASGI (uvicorn with Channels' routers and ``MCPEndpoint``, as docs/deployment.md sets it up),
+unless the project opts out explicitly.
 
 ``teams_site.middleware.RequestRecorder`` (a stand-in for Sentry or OpenTelemetry, first in ``MIDDLEWARE``) writes
 one line per request it sees; the official MCP Python SDK's HTTP client records one per request it sends. The two
@@ -65,6 +66,7 @@ def recorded(server: live.Server) -> Sent:
 
 SERVERS = {
     "wsgi": {"kind": "gunicorn"},
+    "wsgi-gevent": {"kind": "gevent"},
     "asgi": {"kind": "uvicorn"},
 }
 
@@ -85,7 +87,7 @@ def test_every_mcp_request_passes_through_the_middleware(server: live.Server, mo
     assert Counter(seen) == Counter(sent)
     # Under uvicorn too the middleware runs synchronously: MCPEndpoint runs Django's handler in one worker thread.
     assert {r["mode"] for r in server.recorded()} == {"sync"}
-    if mode == "legacy" and server.kind == "gunicorn":
+    if mode == "legacy" and server.kind in ("gunicorn", "gevent"):
         assert streams == [("GET", None, 405)]  # WSGI offers no stream; Django answered, middleware included
 
 
