@@ -14,11 +14,12 @@ class SimpleMCPResourcesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from mcp_resources import checks, receivers  # noqa: F401 - registers the system checks and receivers
+        from mcp_resources import checks, receivers  # importing checks registers the system checks
         from mcp_resources.registries import registry
 
         registry.freeze()
         receivers.connect()
+        checks.log_startup_warnings()
 
 
 class MCPResourcesConfig(SimpleMCPResourcesConfig):

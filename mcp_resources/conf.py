@@ -1,7 +1,8 @@
 """The ``MCP_RESOURCES`` settings dict, read through typed properties that never cache.
 
 Reading on every access keeps ``override_settings`` working in tests; settings are never read at import time.
-Every key is documented in ``docs/settings.md``: a duration ends in ``_SECONDS`` or ``_MS``, a size in ``_BYTES``.
+Every key is documented in ``docs/settings.md``: a duration ends in ``_SECONDS`` or ``_MS``, a size in bytes in
+``_BYTES``, and a count names the things it counts.
 """
 
 from __future__ import annotations
@@ -33,16 +34,15 @@ DEFAULTS: dict[str, Any] = {
     "SUBSCRIPTIONS": True,
     "CHANNEL_LAYER": "default",
     "STREAMS_PER_CALLER": 10,
+    "STREAM_QUEUE_SIZE": 256,
     "URIS_PER_LISTEN": 100,
     "STREAM_SEND_TIMEOUT_SECONDS": 10.0,
     "STREAM_KEEPALIVE_SECONDS": 15.0,
-    "STREAM_QUEUE_SIZE": 256,
     # OAuth resource server (docs/oauth.md)
     "AUTHORIZATION_SERVERS": [],
     "ACCEPT_TOKENS_WITHOUT_RESOURCE": False,
     "SCOPE_HIERARCHY": {},
     "TOKEN_CACHE_TTL_SECONDS": 0,
-    "TOKEN_CACHE_SIZE": 1024,
 }
 
 RENAMED: dict[str, str] = {
@@ -65,6 +65,8 @@ REMOVED: dict[str, str] = {
     "SUBJECT_FIELD": "override OAuth2Authentication.get_subject() instead",
     "PREPARED_STATEMENTS": "psycopg prepares statements itself with server-side binding (docs/performance.md)",
     "ASGI_THREADS": "the app owns no thread pool any more (docs/deployment.md)",
+    "TOKEN_CACHE_SIZE": "the cache keeps at most OAuth2Authentication.token_cache_size tokens a process (1024); "
+    "subclass the authentication class to change it (docs/oauth.md)",
 }
 """Keys that no longer exist, and what to do instead."""
 
@@ -210,11 +212,6 @@ class Settings:
     def token_cache_ttl_seconds(self) -> float:
         """Seconds a validated token may be served from the per-process cache; 0 disables the cache."""
         return max(0.0, float(self._get("TOKEN_CACHE_TTL_SECONDS") or 0))
-
-    @property
-    def token_cache_size(self) -> int:
-        """Most tokens held by the per-process cache (least recently used ones are dropped)."""
-        return max(0, int(self._get("TOKEN_CACHE_SIZE") or 0))
 
 
 mcp_settings = Settings()

@@ -6,6 +6,8 @@
   that the list changed (:data:`~mcp_resources.signals.resource_registered`, ``resource_unregistered``).
 - A cached access token is evicted as soon as this process changes or deletes it, or its user
   (:mod:`mcp_resources.auth.tokencache`).
+- A changed setting (``override_settings`` in tests) empties the token cache and forgets what was derived from it:
+  the compiled listing queries and the token's loading query.
 """
 
 from __future__ import annotations
@@ -13,11 +15,14 @@ from __future__ import annotations
 from typing import Any
 
 from django.apps import apps
+from django.core.signals import setting_changed
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
+from mcp_resources.auth import loading
 from mcp_resources.auth.tokencache import token_cache
 from mcp_resources.auth.tokens import token_and_user_models
+from mcp_resources.listing import compiled
 from mcp_resources.registries import ResourceRegistry, registry
 from mcp_resources.resources import RegisteredResource
 from mcp_resources.signals import resource_registered, resource_unregistered
@@ -89,3 +94,11 @@ def _evict_token(sender: Any, instance: Any, **kwargs: Any) -> None:
 
 def _evict_user(sender: Any, instance: Any, **kwargs: Any) -> None:
     token_cache.discard_user(instance.pk)
+
+
+@receiver(setting_changed, dispatch_uid="mcp_resources.setting_changed")
+def setting_was_changed(sender: Any, setting: str, **kwargs: Any) -> None:
+    if setting in ("MCP_RESOURCES", "OAUTH2_PROVIDER", "AUTH_USER_MODEL"):
+        token_cache.clear()
+    compiled.settings_changed(setting)
+    loading.settings_changed(setting)

@@ -59,6 +59,14 @@ TEMPLATES = [
     },
 ]
 
+# ``MCP_TEST_CONN_MAX_AGE=none``: persistent connections, as in production (where the app's fixed queries run as
+# prepared statements); a number: kept that many seconds; Django's default, 0, closes them after each request.
+CONN_MAX_AGE = (
+    None
+    if os.environ.get("MCP_TEST_CONN_MAX_AGE", "0") == "none"
+    else int(os.environ.get("MCP_TEST_CONN_MAX_AGE", "0"))
+)
+
 if os.environ.get("MCP_TEST_DB") == "postgres":
     DATABASES = {
         "default": {
@@ -67,13 +75,7 @@ if os.environ.get("MCP_TEST_DB") == "postgres":
             "USER": os.environ.get("PGUSER", "postgres"),
             "HOST": os.environ.get("PGHOST", "127.0.0.1"),
             "PORT": os.environ.get("PGPORT", "5432"),
-            # ``MCP_TEST_CONN_MAX_AGE=none``: persistent connections, as in production (where the app's fixed queries
-            # run as prepared statements); Django's default, 0, closes them after each request.
-            "CONN_MAX_AGE": (
-                None
-                if os.environ.get("MCP_TEST_CONN_MAX_AGE", "0") == "none"
-                else int(os.environ.get("MCP_TEST_CONN_MAX_AGE", "0"))
-            ),
+            "CONN_MAX_AGE": CONN_MAX_AGE,
             # ``MCP_TEST_PG_BINDING=server``: server-side parameter binding, statements prepared from their fifth run
             # (psycopg's default; Django turns preparing off unless told). ``MCP_TEST_DB_POOL=1``: Django's pool
             # (psycopg_pool), as under gunicorn's gevent worker (docs/deployment.md); it needs ``CONN_MAX_AGE`` 0.
@@ -92,6 +94,7 @@ else:
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": os.environ.get("MCP_DEMO_DB", str(BASE_DIR.parent / "demo.sqlite3")),
+            "CONN_MAX_AGE": CONN_MAX_AGE,
         }
     }
 

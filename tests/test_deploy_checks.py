@@ -3,9 +3,13 @@ session cache, W012 the subscriptions' channel layer."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from io import StringIO
 from typing import Any
 
+import httpx2
 import pytest
 from django.core import checks
 from django.core.cache.backends.locmem import LocMemCache
@@ -13,6 +17,8 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
 from mcp_resources.checks import check_deployment
+from tests import live
+from tests.live import on_postgres
 
 KEYED = {"CURSOR_KEYS": ["a shared secret of at least 16 bytes"]}
 REDIS_CACHE = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": "redis://127.0.0.1:6379/0"}
@@ -126,3 +132,84 @@ def test_check_deploy_command_reports_all_three(settings: Any) -> None:
         assert f"mcp_resources.{id}" in err.getvalue()
     with pytest.raises(SystemCheckError, match=r"mcp_resources\.W010"):
         call_command("check", "--deploy", "--tag", "mcp_resources", "--fail-level", "WARNING", stdout=StringIO())
+
+
+# W013: database connections under gevent. The check fires only in a process gevent has patched (a gunicorn gevent
+# worker), and such a process runs no system checks: the app logs it as it starts. Each case runs in a process of
+# its own, patched or not.
+
+W013_SCRIPT = """
+import os, sys
+if sys.argv[1] == "patched":
+    from gevent import monkey
+    monkey.patch_all()
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "testproject.settings")
+from django.conf import settings
+settings.SILENCED_SYSTEM_CHECKS = sys.argv[2:]
+import django
+django.setup()
+from django.core import checks
+print(*(m.id for m in checks.run_checks(tags=["mcp_resources"]) if m.id == "mcp_resources.W013"))
+"""
+
+
+def run_w013(patched: bool, *silenced: str, **env: str) -> tuple[str, str]:
+    """The W013 ids ``check`` reports, and what the app logged as it started, in a fresh process."""
+    done = subprocess.run(
+        [sys.executable, "-c", W013_SCRIPT, "patched" if patched else "plain", *silenced],
+        cwd=live.ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return done.stdout.strip(), done.stderr
+
+
+@pytest.mark.parametrize("max_age", ["60", "none"])
+def test_w013_persistent_connections_under_gevent(max_age: str) -> None:
+    reported, logged = run_w013(True, MCP_TEST_CONN_MAX_AGE=max_age, MCP_TEST_DB_POOL="0")
+    assert reported == "mcp_resources.W013"
+    shown = "60" if max_age == "60" else "None"
+    assert f"(mcp_resources.W013) DATABASES['default'] keeps its connections open (CONN_MAX_AGE {shown})" in logged
+    assert "Django's connection pool" in logged  # the hint
+    assert logged.count("mcp_resources.W013") == 1
+
+
+def test_w013_is_silent_without_gevent_or_with_connections_closed() -> None:
+    assert run_w013(False, MCP_TEST_CONN_MAX_AGE="60") == ("", "")  # not patched: threads, not greenlets
+    assert run_w013(True, MCP_TEST_CONN_MAX_AGE="0", MCP_TEST_DB_POOL="0") == ("", "")
+
+
+def test_w013_is_silent_with_djangos_pool() -> None:
+    if not on_postgres():
+        pytest.skip("Django's connection pool is PostgreSQL's")
+    assert run_w013(True, MCP_TEST_CONN_MAX_AGE="0", MCP_TEST_DB_POOL="1") == ("", "")
+
+
+def test_w013_silenced_is_not_logged() -> None:
+    reported, logged = run_w013(True, "mcp_resources.W013", MCP_TEST_CONN_MAX_AGE="60", MCP_TEST_DB_POOL="0")
+    assert reported == "mcp_resources.W013"  # run_checks reports it; `manage.py check` and the start skip it
+    assert "W013" not in logged
+
+
+def test_w013_is_logged_by_a_gunicorn_gevent_worker(demo_project: live.Project) -> None:
+    """A real gevent worker that keeps connections open says so in its log as it loads the project; one as
+    docs/deployment.md configures it (connections closed, or Django's pool on PostgreSQL) says nothing."""
+    advised = live.Server(demo_project, name="gevent-advised", kind="gevent").start()
+    try:
+        healthy = httpx2.get(advised.base + "/.well-known/oauth-protected-resource/mcp", timeout=10)
+        assert healthy.status_code == 200
+    finally:
+        advised.stop()
+    assert "W013" not in advised.logged()
+    if on_postgres():
+        return  # live.Server gives a gevent worker on PostgreSQL the pool, as the docs advise
+    persistent = live.Server(demo_project, name="gevent-persistent", kind="gevent", env={"MCP_TEST_CONN_MAX_AGE": "60"})
+    persistent.start()
+    try:
+        assert httpx2.get(persistent.base + "/.well-known/oauth-protected-resource/mcp", timeout=10).status_code == 200
+    finally:
+        persistent.stop()
+    assert persistent.logged().count("(mcp_resources.W013) DATABASES['default'] keeps its connections open") == 1

@@ -215,6 +215,10 @@ class OAuth2Authentication(BaseAuthentication):
     cache of :mod:`mcp_resources.auth.tokencache` for ``TOKEN_CACHE_TTL_SECONDS``.
     """
 
+    token_cache_size: int = 1024
+    """The most tokens the per-process cache holds (the least recently used are dropped first). Subclass to change
+    it; it matters only with ``TOKEN_CACHE_TTL_SECONDS`` on."""
+
     def authenticate(self, request: HttpRequest) -> Principal:
         request.user = AnonymousUser()
         request.auth = None  # type: ignore[attr-defined]
@@ -230,7 +234,7 @@ class OAuth2Authentication(BaseAuthentication):
             if ttl > 0:
                 # The cache keeps its own copy of the user: this request may change the one it is given.
                 kept = dataclasses.replace(entry, user=copy.copy(entry.user))
-                token_cache.put(key, kept, ttl, mcp_settings.token_cache_size)
+                token_cache.put(key, kept, ttl, self.token_cache_size)
         audience = self.check_audience(request, entry, key)
         if entry.user is not None:
             # A cached user is shared between requests: each request gets its own copy.

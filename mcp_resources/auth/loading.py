@@ -22,7 +22,6 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from django.core.signals import setting_changed
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, router
 
 from mcp_resources.queries import native_timestamps
@@ -158,11 +157,10 @@ def validator_class(configured: type) -> type:
     return type(configured.__name__, (TokenLoading, configured), {"__module__": __name__})
 
 
-def _settings_changed(*, setting: str, **kwargs: Any) -> None:
+def settings_changed(setting: str) -> None:
+    """Forget the token's query, models and validator class when a setting they depend on changes
+    (``override_settings``; connected in :mod:`mcp_resources.receivers`)."""
     if setting in ("DATABASES", "AUTH_USER_MODEL") or setting.startswith("OAUTH2_PROVIDER"):
         _query.cache_clear()
         _models.cache_clear()
         validator_class.cache_clear()
-
-
-setting_changed.connect(_settings_changed, dispatch_uid="mcp_resources.auth.loading.settings_changed")

@@ -3,7 +3,7 @@
 Validating a bearer token reads it from the database (django-oauth-toolkit's validator). With
 ``MCP_RESOURCES["TOKEN_CACHE_TTL_SECONDS"] = T`` (default 0: off) a validated token is kept for at most ``T``
 seconds, and never past the token's own expiry, in a least-recently-used map of at most
-``TOKEN_CACHE_SIZE`` entries.
+``OAuth2Authentication.token_cache_size`` entries (1024).
 
 Keying: the full SHA-256 of the token (hex, the same value django-oauth-toolkit stores as ``token_checksum``).
 An entry is only ever found by presenting the token whose digest it is, so no token can be served another
@@ -24,8 +24,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-from django.core.signals import setting_changed
 
 
 @dataclass(frozen=True)
@@ -101,11 +99,3 @@ class TokenCache:
 
 token_cache = TokenCache()
 """The process-wide cache used by :class:`mcp_resources.auth.OAuth2Authentication`."""
-
-
-def _clear_on_settings_change(*, setting: str, **kwargs: Any) -> None:
-    if setting in ("MCP_RESOURCES", "OAUTH2_PROVIDER", "AUTH_USER_MODEL"):
-        token_cache.clear()
-
-
-setting_changed.connect(_clear_on_settings_change, dispatch_uid="mcp_resources.tokencache.clear")

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.core.signals import setting_changed
 from django.db import connections
 from django.db.models import Expression, Field, QuerySet
 from django.db.models.lookups import Lookup
@@ -237,12 +236,11 @@ class StaticListing:
 _instances: weakref.WeakSet[CompiledQuery] = weakref.WeakSet()
 
 
-def _forget(*, setting: str, **kwargs: Any) -> None:
+def settings_changed(setting: str) -> None:
+    """Forget the compiled queries when a setting they depend on changes (``override_settings``; connected in
+    :mod:`mcp_resources.receivers`)."""
     # Only this thread's copies can be dropped here; other threads compile again when their connection changes.
     if setting in ("DATABASES", "USE_TZ", "AUTH_USER_MODEL"):
         for query in _instances:
             query.forget()
             query.failed = False
-
-
-setting_changed.connect(_forget, dispatch_uid="mcp_resources.listing.compiled.forget")

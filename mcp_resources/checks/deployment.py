@@ -1,0 +1,180 @@
+"""What a deployment needs beyond one development process: the channel layer's pool (W005), what several workers
+must share (W010-W012, ``--deploy`` only), and database connections under gevent (W013)."""
+
+from __future__ import annotations
+
+import sys
+
+from django.conf import settings
+from django.core import checks
+from django.utils.module_loading import import_string
+
+# Subscriptions: the channel layer (docs/subscriptions.md) --------------------------------------------------
+
+REDIS_DEFAULT_POOL = 100  # redis-py's asyncio ConnectionPool holds this many connections unless told otherwise
+
+
+def _pool_size(host: object) -> int | None:
+    """The ``max_connections`` a channels-redis host entry asks for, or ``None`` (redis-py's default)."""
+    from urllib.parse import parse_qs, urlsplit
+
+    value: object
+    if isinstance(host, dict):
+        value = host.get("max_connections")
+        if value is None and isinstance(host.get("address"), str):
+            return _pool_size(host["address"])
+    elif isinstance(host, str):
+        value = next(iter(parse_qs(urlsplit(host).query).get("max_connections", [])), None)
+    else:
+        return None  # a (host, port) pair cannot carry pool options
+    if isinstance(value, int | str) and not isinstance(value, bool):
+        try:
+            return int(value)
+        except ValueError:
+            return None
+    return None
+
+
+def check_channel_layer() -> list[checks.CheckMessage]:
+    """With subscriptions on a channels-redis layer, every host's pool must be larger than redis-py's default."""
+    from mcp_resources.conf import mcp_settings
+
+    if not mcp_settings.subscriptions:
+        return []
+    layer = (getattr(settings, "CHANNEL_LAYERS", None) or {}).get(mcp_settings.channel_layer)
+    if not isinstance(layer, dict) or not str(layer.get("BACKEND", "")).startswith("channels_redis."):
+        return []
+    hosts = (layer.get("CONFIG") or {}).get("hosts") or [("localhost", 6379)]  # channels-redis's default
+    small = [host for host in hosts if (_pool_size(host) or REDIS_DEFAULT_POOL) <= REDIS_DEFAULT_POOL]
+    if not small:
+        return []
+    return [
+        checks.Warning(
+            f"CHANNEL_LAYERS[{mcp_settings.channel_layer!r}] leaves redis-py's connection pool at "
+            f"{REDIS_DEFAULT_POOL} connections for {len(small)} of its hosts: a burst of streams opening or closing "
+            "together (clients reconnecting after a restart) fails at once past that, refusing listens and leaving "
+            "closed streams in their groups.",
+            hint='Give each host a dict with a larger pool, e.g. {"address": "redis://...", "max_connections": '
+            '1000, "socket_timeout": 30} (see docs/subscriptions.md, Deployment).',
+            obj="CHANNEL_LAYERS",
+            id="mcp_resources.W005",
+        )
+    ]
+
+
+# Deployment: what must be shared by several workers and machines (docs/deployment.md) ---------------------
+# Registered with deploy=True: ``manage.py check --deploy`` runs them, development servers never warn.
+
+PER_PROCESS_CACHES = ("django.core.cache.backends.locmem.LocMemCache", "django.core.cache.backends.dummy.DummyCache")
+IN_MEMORY_LAYER = "channels.layers.InMemoryChannelLayer"
+
+
+def _is_backend(path: object, candidates: tuple[str, ...]) -> bool:
+    """Whether the dotted ``path`` names one of ``candidates`` or a subclass of one (an unimportable path: no)."""
+    if not isinstance(path, str):
+        return False
+    if path in candidates:
+        return True
+    try:
+        backend = import_string(path)
+    except ImportError:
+        return False
+    bases = []
+    for candidate in candidates:
+        try:
+            bases.append(import_string(candidate))
+        except ImportError:
+            continue
+    return isinstance(backend, type) and any(issubclass(backend, base) for base in bases)
+
+
+def _deploy_warning(message: str, hint: str, obj: str, id: str) -> checks.CheckMessage:
+    return checks.Warning(message, hint=hint, obj=obj, id=f"mcp_resources.{id}")
+
+
+def check_deployment() -> list[checks.CheckMessage]:
+    """Cursor keys, the 2025-11-25 session cache and the channel layer, as several processes need them."""
+    from mcp_resources.conf import mcp_settings
+
+    messages: list[checks.CheckMessage] = []
+    if not mcp_settings.cursor_keys:
+        messages.append(
+            _deploy_warning(
+                "MCP_RESOURCES['CURSOR_KEYS'] is not set: each process seals pagination cursors with a random key of "
+                "its own, so with several workers or machines page 2 fails at random (-32602 Invalid cursor), and "
+                "every restart ends the traversals in progress.",
+                "Set CURSOR_KEYS to a secret every process shares: `python manage.py mcp_cursor_key` prints a fresh "
+                "one (docs/deployment.md).",
+                "MCP_RESOURCES",
+                "W010",
+            )
+        )
+    alias = mcp_settings.session_cache
+    cache = (getattr(settings, "CACHES", None) or {}).get(alias)
+    if isinstance(cache, dict) and _is_backend(cache.get("BACKEND"), PER_PROCESS_CACHES):
+        messages.append(
+            _deploy_warning(
+                f"MCP_RESOURCES['SESSION_CACHE'] is {alias!r}, a {str(cache['BACKEND']).rsplit('.', 1)[-1]}: the "
+                "sessions of 2025-11-25 clients live in one process only, so with several workers or machines a "
+                "session's next request fails at random (404 Session not found)"
+                + (", and the dummy cache keeps none at all." if "Dummy" in str(cache["BACKEND"]) else "."),
+                "Point SESSION_CACHE at a cache every process shares (Redis, Memcached or the database cache).",
+                "MCP_RESOURCES",
+                "W011",
+            )
+        )
+    if mcp_settings.subscriptions:
+        layers = getattr(settings, "CHANNEL_LAYERS", None) or {}
+        layer = layers.get(mcp_settings.channel_layer)
+        if not layers or (isinstance(layer, dict) and _is_backend(layer.get("BACKEND"), (IN_MEMORY_LAYER,))):
+            messages.append(
+                _deploy_warning(
+                    "Subscriptions use an in-memory channel layer: a change saved in one process (another worker, "
+                    "another machine, a management command, a task queue) notifies none of the streams the other "
+                    "processes hold.",
+                    "Configure CHANNEL_LAYERS with channels-redis (the 'redis' extra) and name it in "
+                    "MCP_RESOURCES['CHANNEL_LAYER'], or set MCP_RESOURCES['SUBSCRIPTIONS'] = False.",
+                    "CHANNEL_LAYERS",
+                    "W012",
+                )
+            )
+    return messages
+
+
+# Database connections under gevent (docs/deployment.md, WSGI) ------------------------------------------------
+# No server runs system checks, and a gunicorn gevent worker patches the process before it loads the project: the
+# app logs this one when it starts in a patched process (mcp_resources.checks.log_startup_warnings).
+
+
+def gevent_patched() -> bool:
+    """Whether gevent has monkey-patched this process's threads (as in a gunicorn gevent worker).
+
+    gevent is never imported here: a process that has not imported it is not patched.
+    """
+    monkey = sys.modules.get("gevent.monkey")
+    return monkey is not None and bool(monkey.is_module_patched("threading"))
+
+
+def check_database_connections() -> list[checks.CheckMessage]:
+    """W013: in a process patched by gevent, a database keeps its connections open without Django's pool."""
+    if not gevent_patched():
+        return []
+    messages: list[checks.CheckMessage] = []
+    for alias, database in settings.DATABASES.items():
+        max_age = database.get("CONN_MAX_AGE", 0)
+        options = database.get("OPTIONS") or {}
+        if max_age == 0 or (isinstance(options, dict) and options.get("pool")):
+            continue
+        messages.append(
+            checks.Warning(
+                f"DATABASES[{alias!r}] keeps its connections open (CONN_MAX_AGE {max_age!r}) in a process patched by "
+                "gevent: every greenlet (each client connection of a gunicorn gevent worker) opens a database "
+                "connection of its own, which stays open until the garbage collector frees it, so under load the "
+                "database runs out of connections.",
+                hint="Set CONN_MAX_AGE to 0 and, on PostgreSQL, use Django's connection pool "
+                "(OPTIONS {'pool': True}); see docs/deployment.md, WSGI.",
+                obj="DATABASES",
+                id="mcp_resources.W013",
+            )
+        )
+    return messages
