@@ -730,8 +730,8 @@ def test_check_e017_authorization_servers(settings: Any) -> None:
 
 def test_check_e018_token_cache(settings: Any) -> None:
     assert ids_of(settings, TOKEN_CACHE_TTL_SECONDS=-1) == ["mcp_resources.E018"]
-    assert ids_of(settings, TOKEN_CACHE_TTL_SECONDS=30, TOKEN_CACHE_SIZE="many") == ["mcp_resources.E018"]
-    assert ids_of(settings, TOKEN_CACHE_TTL_SECONDS=30, TOKEN_CACHE_SIZE=10_000) == []
+    assert ids_of(settings, TOKEN_CACHE_TTL_SECONDS="30") == ["mcp_resources.E018"]
+    assert ids_of(settings, TOKEN_CACHE_TTL_SECONDS=30) == []
 
 
 def test_check_w003_tokens_without_resource(settings: Any) -> None:
@@ -998,6 +998,24 @@ def test_a_check_added_by_a_validator_subclass_is_honoured(
     assert challenge(read(client, "auth://whoami/1", token=suspended))["error"] == "invalid_token"
     assert whoami(client, allowed)["user"] == "alice"
     assert list(token_cache._entries) == [checksum(allowed)]
+
+
+def test_the_cache_holds_at_most_token_cache_size_tokens(
+    client: Client, mcp: Any, alice: User, bob: User, token_for: Any
+) -> None:
+    """The bound is ``OAuth2Authentication.token_cache_size`` (1024), which a subclass changes; the least recently
+    used token goes first."""
+    mcp(TOKEN_CACHE_TTL_SECONDS=3600, AUTHENTICATION_CLASS="tests.urls_auth.TwoTokenCache")
+    token_cache.clear()
+    first, second, third = token_for(alice), token_for(bob), token_for(alice)
+    for token in (first, second, first, third):
+        assert whoami(client, token)["user"] in ("alice", "bob")
+    assert list(token_cache._entries) == [checksum(first), checksum(third)]  # second was the least recently used
+    mcp(TOKEN_CACHE_TTL_SECONDS=3600, AUTHENTICATION_CLASS="mcp_resources.auth.OAuth2Authentication")
+    token_cache.clear()
+    for token in (first, second, third):
+        whoami(client, token)
+    assert len(token_cache) == 3  # the default holds 1024
 
 
 def test_eviction_receivers_are_connected_when_the_app_is_ready(alice: User, bob: User, token_for: Any) -> None:

@@ -28,6 +28,12 @@ class UsernameSubject(OAuth2Authentication):
         return str(user.get_username())
 
 
+class TwoTokenCache(OAuth2Authentication):
+    """An authentication class whose token cache holds two tokens (``token_cache_size``)."""
+
+    token_cache_size = 2
+
+
 class EmailSubject(OAuth2Authentication):
     def get_subject(self, user: Any) -> str | None:
         return str(user.email)
