@@ -410,7 +410,7 @@ class Completion:
 
 class ResourceRepository(ResourceTemplate):
     """A template whose resources come from an external pager that continues with an opaque token of its own (an
-    object store, a search or HTTP API, another service), after ``../seeds/resource-repositories.txt``.
+    object store, a search or HTTP API, another service); docs/resources.md, "Repositories".
 
     Implement :meth:`list_page` and :meth:`read`, and register the class like any template. Its ``uri_template``
     routes reads (with ``parse_uri``, ``canonical_uri`` and ``resolve_uri`` as for every template) and describes

@@ -44,6 +44,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=reason))
 
 
+@pytest.fixture
+def anyio_backend() -> str:
+    """``@pytest.mark.anyio`` tests run on asyncio."""
+    return "asyncio"
+
+
 # Users and tokens ------------------------------------------------------------------------------------------
 
 
@@ -106,6 +112,25 @@ def demo_server(demo_project: live.Project) -> Iterator[live.Server]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def gevent_server(demo_project: live.Project) -> Iterator[live.Server]:
+    """``demo_project`` under gunicorn's gevent worker (``testproject.wsgi``; Django's pool on PostgreSQL), the WSGI
+    deployment docs/deployment.md advises, on the same database (and Redis, if any) as ``demo_server``; the app logs
+    at INFO."""
+    server = live.Server(demo_project, name="gevent", kind="gevent", env={"MCP_LOG_LEVEL": "INFO"}).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    """A Redis database of this module's own (``live.redis_database()``), empty before and after."""
+    with live.redis_database() as url:
+        yield url
 
 
 # Several workers -----------------------------------------------------------------------------------------

@@ -45,11 +45,6 @@ DISCOVER_HEADERS = {
 }
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(autouse=True)
 def mcp_settings(settings: Any) -> None:
     settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "RESOURCE_URI": RESOURCE}

@@ -3,7 +3,7 @@
 Through the server core with real registries and users: ``resources/read`` answers with the template's (or static
 resource's) hint; ``resources/templates/list`` combines the templates' hints; a ``resources/list`` page combines its
 sources' hints (private wins, the smallest lifetime), the scope the same on every page of a listing, while a page
-that reads a caller's inventory is private and uncached (../shared/seeds/private-inventories.txt). 2025-11-25
+that reads a caller's inventory is private and uncached (docs/pagination.md#cache-hints-2026-07-28). 2025-11-25
 sessions carry no cache fields and never call the hooks. Contract: docs/resources.md#cache-hints.
 """
 

@@ -165,11 +165,6 @@ def test_a_template_with_a_computed_scope_refuses_them_too(alice: User, version:
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def asgi(settings: Any) -> Any:
     """The project's ASGI application, with tokens bound to the demo's resource URI accepted."""
     settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "RESOURCE_URI": RESOURCE, "STREAM_KEEPALIVE_SECONDS": 30}

@@ -361,13 +361,13 @@ def test_a_completion_is_cut_by_the_deadline(server, settings, alice):
 
 def test_both_eras_answer_the_same_completion(server, alice):
     notes(alice, "apple")
-    modern = server.call("completion/complete", params("title", "a"), context(alice, version=V2026_07_28))
-    legacy = server.call("completion/complete", params("title", "a"), context(alice, version=V2025_11_25))
-    assert modern["completion"] == legacy["completion"] == {"values": ["apple"], "total": 1, "hasMore": False}
+    v2026_07_28 = server.call("completion/complete", params("title", "a"), context(alice, version=V2026_07_28))
+    v2025_11_25 = server.call("completion/complete", params("title", "a"), context(alice, version=V2025_11_25))
+    assert v2026_07_28["completion"] == v2025_11_25["completion"] == {"values": ["apple"], "total": 1, "hasMore": False}
     # CompleteResult is a plain Result: resultType from 2026-07-28, and no cache hints in either era.
-    assert modern["resultType"] == "complete"
-    assert "resultType" not in legacy
-    assert not {"ttlMs", "cacheScope"} & (set(modern) | set(legacy))
+    assert v2026_07_28["resultType"] == "complete"
+    assert "resultType" not in v2025_11_25
+    assert not {"ttlMs", "cacheScope"} & (set(v2026_07_28) | set(v2025_11_25))
 
 
 def test_the_completions_capability_in_both_eras(server, alice):

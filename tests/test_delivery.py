@@ -49,11 +49,6 @@ UPDATED = "notifications/resources/updated"
 _ids: dict[int, Any] = {}
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(autouse=True)
 def mcp_settings(settings: Any) -> None:
     settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "RESOURCE_URI": RESOURCE, "STREAM_KEEPALIVE_SECONDS": 30}

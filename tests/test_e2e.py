@@ -75,16 +75,6 @@ def wsgi_server(demo_project: live.Project) -> Iterator[live.Server]:
         server.stop()
 
 
-@pytest.fixture(scope="module")
-def gevent_server(demo_project: live.Project) -> Iterator[live.Server]:
-    """The demo project under gunicorn's gevent worker, on the same database as ``demo_server``."""
-    server = live.Server(demo_project, name="gevent", kind="gevent", env={"MCP_LOG_LEVEL": "INFO"}).start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 @pytest.fixture(params=DEPLOYMENTS)
 def server(request: pytest.FixtureRequest) -> live.Server:
     """Each deployment in turn: uvicorn (ASGI), gunicorn's gthread worker (WSGI) and its gevent worker."""

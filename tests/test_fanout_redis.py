@@ -64,13 +64,6 @@ MARKER = "test://static-text"  # a public resource of the demo: a marker every c
 
 
 @pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    """A Redis database of this module's own (``live.redis_database()``), empty before and after."""
-    with live.redis_database() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
 def demo_project(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[live.Project]:
     """The demo project (alice 4 documents, bob 3, a note each) on this module's Redis database; both servers
     serve it."""
@@ -471,11 +464,6 @@ def test_concurrent_session_subscription_changes_are_not_lost(redis_url: str, se
 
 
 # The Redis layer under one process's streams (the project's ASGI application, in-process) ---------------------------
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def redis_layer(settings: Any, redis_url: str, **config: Any) -> str:

@@ -375,11 +375,6 @@ def test_reads_are_always_live() -> None:
 # End to end: the notifications that reach a listener ------------------------------------------------------------------
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.mark.anyio
 @pytest.mark.django_db(transaction=True)
 async def test_only_the_deduplicated_pushes_reach_a_listener(settings: Any) -> None:

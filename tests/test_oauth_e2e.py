@@ -39,7 +39,7 @@ pytestmark = pytest.mark.e2e
 
 REDIRECT_URI = "http://127.0.0.1:9/callback"  # never contacted: the scripted user reads the redirect itself
 VERSION = "2026-07-28"
-LEGACY = "2025-11-25"
+V2025_11_25 = "2025-11-25"
 
 
 def metadata_url(server: live.Server) -> str:
@@ -387,7 +387,7 @@ def test_legacy_sdk_authenticates_at_initialize_and_lists_in_one_client(demo_ser
     user = ScriptedUser("alice", "alice")
     session = run_sdk(demo_server, user, uri, mode="legacy")
 
-    assert session.results["protocol"] == LEGACY
+    assert session.results["protocol"] == V2025_11_25
     assert session.results["read"].contents[0].text == "This is document 1 of alice."
     listed = [str(resource.uri) for resource in session.results["list"].resources]
     assert "learn://about" in listed

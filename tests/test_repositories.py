@@ -5,7 +5,7 @@ every page of a traversal that mixes static resources, model templates, a reposi
 the token sealed and bound inside the cursor (another user's, tampered and replayed cursors); a token the pager
 refuses and a pager that fails (a clean error, a log line, nothing of the backend in the answer); the prefix; the
 page size and byte bounds cutting a batch; the contract checks; ``parse_uri`` and ``ResourceError``; the demo's
-handbook. Contract: docs/pagination.md#repositories and ../shared/seeds/resource-repositories.txt.
+handbook. Contract: docs/pagination.md#repositories and docs/resources.md#repositories.
 """
 
 from __future__ import annotations

@@ -25,11 +25,6 @@ from mcp_resources.transport.streams import Stream, StreamPlan
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class Served:
     """A stream served on the running loop, its ASGI output collected."""
 

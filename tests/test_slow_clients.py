@@ -39,12 +39,6 @@ META = {"io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION, "io.modelco
 
 
 @pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    with live.redis_database() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
 def project(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[live.Project]:
     with live.project(tmp_path_factory.mktemp("slow"), settings=SETTINGS, redis_url=redis_url) as project:
         yield project

@@ -72,11 +72,6 @@ HEADER_MISMATCH = -32020
 UNSUPPORTED_VERSION = -32022
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(autouse=True)
 def mcp_settings(settings: Any) -> None:
     settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "RESOURCE_URI": RESOURCE, "STREAM_KEEPALIVE_SECONDS": 30}

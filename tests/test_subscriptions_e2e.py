@@ -462,17 +462,6 @@ def test_bob_listening_both_ways_hears_nothing_about_alices_documents(server: li
     run(body)
 
 
-@pytest.fixture(scope="module")
-def gevent_server(demo_project: live.Project) -> Iterator[live.Server]:
-    """The same project under gunicorn's gevent worker (``testproject.wsgi``; Django's pool on PostgreSQL), the WSGI
-    deployment docs/deployment.md advises: its saves publish through the same Redis layer."""
-    server = live.Server(demo_project, name="gevent", kind="gevent").start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 def test_changes_made_in_a_gevent_worker_reach_the_listeners(
     server: live.Server, gevent_server: live.Server, documents: Docs
 ) -> None:

@@ -6,8 +6,9 @@
 - At run time, a record whose listed URI, name or ``mimeType`` breaks the limits, or whose listed URI would not read
   it back, is a generic error and a log line (tests/test_listing_plan.py covers the URI and name limits on both
   listing paths).
-- ``parse_uri`` overrides and ``ResourceError``, as ../shared/seeds/resource-repositories.txt describes them:
-  a URI refused by ``parse_uri`` with a message, a read answering not-found or an error message, in both eras.
+- ``parse_uri`` overrides and ``ResourceError``, as docs/resources.md#methods-and-hooks and
+  docs/resources.md#resourcenotfound-resourceerror-and-other-errors describe them: a URI refused by ``parse_uri``
+  with a message, a read answering not-found or an error message, in both eras.
 """
 
 from __future__ import annotations
@@ -209,7 +210,7 @@ def test_a_listed_uri_that_would_not_read_its_record_is_a_generic_error_and_a_lo
     assert "not its template's one spelling" in caplog.text
 
 
-# parse_uri overrides and ResourceError (../shared/seeds/resource-repositories.txt) ------------------------------
+# parse_uri overrides and ResourceError (docs/resources.md#methods-and-hooks) -------------------------------------
 
 PROFILES = {"7": "Seven's bio"}
 read_log: list[Any] = []

@@ -257,7 +257,7 @@ class MCPServer:
     def source_hints(self, ctx: CallContext, sources: list[ResourceTemplate]) -> dict[str, CacheHint]:
         """The cache hint of each source's listing: a repository's declared one (not cached when it declares none);
         a caller's inventory (a model template, a ``list()`` callback) is private and not cached, whatever its
-        template declares (../seeds/private-inventories.txt)."""
+        template declares (docs/pagination.md, "Cache hints")."""
         hints = {}
         for source in sources:
             declared = source.get_cache_hint(ctx.request) if isinstance(source, ResourceRepository) else None

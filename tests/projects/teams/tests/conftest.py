@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+import live
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _fast_password_hashing() -> Iterator[None]:
@@ -27,3 +29,11 @@ def seeded(db: None) -> dict[str, Any]:
     call_command("seed_teams", "--tickets", "45", stdout=out)
     made: dict[str, Any] = json.loads(out.getvalue())
     return made
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[live.Project]:
+    """The teams project served live (30 tickets), in a fresh database of this module's own. A module that needs
+    another setup (a Redis database, more tickets) defines its own ``project``."""
+    with live.project(tmp_path_factory.mktemp("teams"), tickets=30) as made:
+        yield made

@@ -30,12 +30,6 @@ from teams.management.commands.seed_teams import PAYLOAD
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[live.Project]:
-    with live.project(tmp_path_factory.mktemp("teams"), tickets=30) as made:
-        yield made
-
-
-@pytest.fixture(scope="module")
 def server(project: live.Project) -> Iterator[live.Server]:
     with live.serving(project, name="uvicorn") as served:
         yield served

@@ -21,13 +21,6 @@ from mcp.client.streamable_http import streamable_http_client
 
 import live
 
-
-@pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[live.Project]:
-    with live.project(tmp_path_factory.mktemp("teams"), tickets=30) as made:
-        yield made
-
-
 Sent = list[tuple[str, str | None, int]]
 
 
