@@ -107,7 +107,7 @@ STATIC_URL = "static/"
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 # Change notifications fan out through a channel layer. ``MCP_REDIS_URL`` (e.g. redis://127.0.0.1:6379/0) makes
-# them reach streams served by other processes, and shares legacy sessions through the same Redis.
+# them reach streams served by other processes, and shares the sessions of 2025-11-25 clients through the same Redis.
 if os.environ.get("MCP_REDIS_URL"):
     CHANNEL_LAYERS = {
         "default": {
