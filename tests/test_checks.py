@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from io import StringIO
 from typing import Any
 
@@ -19,6 +20,7 @@ from mcp_resources.registries import ResourceRegistry, registry, site
 from mcp_resources.resources import ModelResourceTemplate, ResourceTemplate
 from mcp_resources.signals import resource_registered, resource_unregistered
 from testproject.library.models import Document
+from tests.live import ROOT
 
 
 def ids(messages: list[checks.CheckMessage]) -> list[str]:
@@ -531,6 +533,7 @@ def test_e013_listing_template_must_be_protected_and_discoverable():
         ("ASGI_THREADS", "It was removed: the app owns no thread pool any more"),
         ("SUBJECT_FIELD", "It was removed: override OAuth2Authentication.get_subject() instead"),
         ("PREPARED_STATEMENTS", "It was removed: psycopg prepares statements itself"),
+        ("TOKEN_CACHE_SIZE", "It was removed: the cache keeps at most OAuth2Authentication.token_cache_size"),
     ],
 )
 def test_w001_unknown_setting(settings, key, hint):
@@ -548,6 +551,13 @@ def test_w001_unknown_setting(settings, key, hint):
 
 def test_every_renamed_setting_points_at_a_current_one():
     assert set(RENAMED.values()) <= set(DEFAULTS)
+
+
+def test_at_most_25_settings_each_documented_in_order():
+    """The settings stay few, and docs/settings.md has a heading for each, in the order of ``DEFAULTS``."""
+    headings = re.findall(r"^## ([A-Z_]+)$", (ROOT / "docs" / "settings.md").read_text(), flags=re.MULTILINE)
+    assert len(DEFAULTS) <= 25
+    assert headings == list(DEFAULTS)
 
 
 REDIS = "channels_redis.core.RedisChannelLayer"
