@@ -732,6 +732,8 @@ def test_check_e018_token_cache(settings: Any) -> None:
     assert ids_of(settings, TOKEN_CACHE_TTL_SECONDS=-1) == ["mcp_resources.E018"]
     assert ids_of(settings, TOKEN_CACHE_TTL_SECONDS="30") == ["mcp_resources.E018"]
     assert ids_of(settings, TOKEN_CACHE_TTL_SECONDS=30) == []
+    assert ids_of(settings, AUTHENTICATION_CLASS="tests.urls_auth.TwoTokenCache") == []
+    assert ids_of(settings, AUTHENTICATION_CLASS="tests.urls_auth.ManyTokenCache") == ["mcp_resources.E018"]
 
 
 def test_check_w003_tokens_without_resource(settings: Any) -> None:

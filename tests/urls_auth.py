@@ -34,6 +34,12 @@ class TwoTokenCache(OAuth2Authentication):
     token_cache_size = 2
 
 
+class ManyTokenCache(OAuth2Authentication):
+    """A token cache size that is not a number: refused by ``mcp_resources.E018``."""
+
+    token_cache_size = "many"  # type: ignore[assignment]
+
+
 class EmailSubject(OAuth2Authentication):
     def get_subject(self, user: Any) -> str | None:
         return str(user.email)

@@ -170,6 +170,7 @@ def check_auth_settings() -> list[checks.CheckMessage]:
     value = configured.get("TOKEN_CACHE_TTL_SECONDS", DEFAULTS["TOKEN_CACHE_TTL_SECONDS"])
     if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
         messages.append(_setting_error("MCP_RESOURCES['TOKEN_CACHE_TTL_SECONDS'] must be a number >= 0.", "E018"))
+    messages.extend(_check_token_cache_size())
 
     if configured.get("ACCEPT_TOKENS_WITHOUT_RESOURCE"):
         messages.append(
@@ -183,6 +184,24 @@ def check_auth_settings() -> list[checks.CheckMessage]:
         )
     messages.extend(_check_authorization_server(configured))
     return messages
+
+
+def _check_token_cache_size() -> list[checks.CheckMessage]:
+    """E018 too: the authentication class's ``token_cache_size`` (a class attribute a subclass sets) must be an
+    integer >= 0, or a cached validation would fail in the request that makes it."""
+    from mcp_resources.conf import mcp_settings
+
+    try:
+        authentication_class = mcp_settings.authentication_class
+    except ImportError:
+        return []  # reported as E011
+    if not isinstance(authentication_class, type) or not hasattr(authentication_class, "token_cache_size"):
+        return []
+    size = authentication_class.token_cache_size
+    if isinstance(size, int) and not isinstance(size, bool) and size >= 0:
+        return []
+    name = f"{authentication_class.__module__}.{authentication_class.__qualname__}"
+    return [_setting_error(f"{name}.token_cache_size must be an integer >= 0, not {size!r}.", "E018")]
 
 
 def _check_authorization_server(configured: dict[str, Any]) -> list[checks.CheckMessage]:
