@@ -263,7 +263,10 @@ def open_listen(port: int, token: str, uri: str, *, receive_buffer: int | None =
     head, body = raw_request(port, "subscriptions/listen", body_of("subscriptions/listen", params), token)
     sock.sendall(head + body)
     received = b""
-    while b"notifications/subscriptions/acknowledged" not in received:
+    marker = b"notifications/subscriptions/acknowledged"
+    # The whole acknowledgement, to the blank line (CRLF CRLF) that ends its event: the method comes before the long
+    # URI in it, and a small receive window can split the two.
+    while marker not in received or b"\r\n\r\n" not in received[received.index(marker) :]:
         chunk = sock.recv(4096)
         assert chunk, received
         received += chunk
