@@ -429,7 +429,7 @@ def markdown_results(latest: dict[str, Any]) -> str:
         f"inventories of {', '.join(f'{s:,}' for s in meta['sizes'])} documents"
     )
     lines = [
-        f"Latest run: {meta['finished']} UTC, commit {meta.get('commit', 'unknown')}, {meta['mode']} mode, "
+        f"Latest run: {meta['finished']} UTC, {meta['mode']} mode, "
         f"{fixture}, Python {meta['python']}, {meta['cpus']} CPUs, "
         f"load average at start {meta['loadavg_start']}, at end {meta['loadavg_end']}"
         + (f", token cache TTL {meta['token_cache_ttl']:g} s." if meta.get("token_cache_ttl") else ".")
