@@ -161,13 +161,13 @@ def context_of(user: Any) -> Any:
         subject=str(user.pk), client_id="bench", scopes=frozenset({"documents:read"}), authenticated=True
     )
     request.mcp_principal = principal
-    return CallContext(request, V2026_07_28, principal, {})
+    return CallContext(request, V2026_07_28, principal)
 
 
 def page_at(server: Any, ctx: Any, depth: float, size: int, page_size: int) -> tuple[dict[str, Any], str | None]:
     """The request params of the page at ``depth`` of the caller's inventory (a sealed cursor after the row at that
     depth), and the URI the page must start with."""
-    from mcp_resources.listing.keyset import encode_position
+    from mcp_resources.listing.keyset import encode_key
     from mcp_resources.listing.pipeline import binding
     from mcp_resources.protocol.cursors import make_cursor
 
@@ -176,7 +176,8 @@ def page_at(server: Any, ctx: Any, depth: float, size: int, page_size: int) -> t
     if skip == 0:
         return {}, None
     rows = list(template.get_queryset(ctx.request).order_by(*template.ordering)[skip - 1 : skip + 1])
-    position = [template.name, encode_position(rows[0], list(template.ordering))]
+    after = template.get_queryset(ctx.request).values_list(*template.ordering).get(pk=rows[0].pk)
+    position = [template.name, encode_key(tuple(after))]
     bound = binding("resources/list", ctx.principal, "", server.registry.templates)
     cursor = make_cursor(server.codec, bound, position, time.time())
     return {"cursor": cursor}, template.uri_template.replace("{id}", str(rows[1].pk))

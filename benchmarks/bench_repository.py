@@ -135,7 +135,7 @@ def context_of(user: Any) -> Any:
         subject=str(user.pk), client_id="bench", scopes=frozenset({"documents:read"}), authenticated=True
     )
     request.mcp_principal = principal
-    return CallContext(request, V2026_07_28, principal, {})
+    return CallContext(request, V2026_07_28, principal)
 
 
 def page_at(server: Any, ctx: Any, user: Any, depth: float, size: int, page_size: int) -> tuple[dict[str, Any], int]:

@@ -33,18 +33,18 @@ def context_for(user: dict[str, Any], host: str = IN_PROCESS_HOST) -> Any:
     request = RequestFactory().post("/mcp", HTTP_HOST=host, HTTP_AUTHORIZATION=f"Bearer {user['token']}")
     principal = mcp_settings.authentication_class().authenticate(request)
     request.mcp_principal = principal
-    return CallContext(request, V2026_07_28, principal, {})
+    return CallContext(request, V2026_07_28, principal)
 
 
 def sealed_cursor(server: Any, template: Any, ctx: Any, first_id: int, skip: int) -> str:
     """A cursor positioned after the first ``skip`` documents, sealed with the server's codec and binding."""
-    from mcp_resources.listing.keyset import encode_position
+    from mcp_resources.listing.keyset import encode_key
     from mcp_resources.listing.pipeline import binding
     from mcp_resources.protocol.cursors import make_cursor
     from testproject.library.models import Document
 
-    obj = Document.objects.get(pk=first_id + skip - 1)
-    position = [template.name, encode_position(obj, list(template.ordering))]
+    after = Document.objects.values_list(*template.ordering).get(pk=first_id + skip - 1)
+    position = [template.name, encode_key(tuple(after))]
     bound = binding("resources/list", ctx.principal, "", server.registry.templates)
     return make_cursor(server.codec, bound, position, time.time())
 

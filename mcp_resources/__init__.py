@@ -25,7 +25,6 @@ _EXPORTS = {
     # Registering them
     "ResourceRegistry": "mcp_resources.registries",
     "registry": "mcp_resources.registries",
-    "site": "mcp_resources.registries",
     "register": "mcp_resources.registries",
     "register_resource": "mcp_resources.registries",
     # Telling subscribers
@@ -72,7 +71,7 @@ if TYPE_CHECKING:
         ResourceNotFound,
     )
     from mcp_resources.principal import Principal
-    from mcp_resources.registries import ResourceRegistry, register, register_resource, registry, site
+    from mcp_resources.registries import ResourceRegistry, register, register_resource, registry
     from mcp_resources.resources import (
         Completion,
         InventoryPage,

@@ -45,31 +45,6 @@ DEFAULTS: dict[str, Any] = {
     "TOKEN_CACHE_TTL_SECONDS": 0,
 }
 
-RENAMED: dict[str, str] = {
-    "PAGE_MAX_BYTES": "MAX_RESPONSE_BYTES",
-    "RESULT_MAX_BYTES": "MAX_RESPONSE_BYTES",
-    "SERVER_NAME": "SERVER_INFO",
-    "SERVER_VERSION": "SERVER_INFO",
-    "SERVER_TITLE": "SERVER_INFO",
-    "RESOURCE_NAME": "SERVER_INFO",
-    "DISCOVER_TTL_MS": "PUBLIC_CACHE_TTL_MS",
-    "TEMPLATES_TTL_MS": "PUBLIC_CACHE_TTL_MS",
-    "STATIC_LIST_TTL_MS": "PUBLIC_CACHE_TTL_MS",
-    "SESSION_TIMEOUT": "SESSION_TIMEOUT_SECONDS",
-    "KEEPALIVE_SECONDS": "STREAM_KEEPALIVE_SECONDS",
-    "TOKEN_CACHE_TTL": "TOKEN_CACHE_TTL_SECONDS",
-}
-"""Keys of earlier development versions and what replaced them (system check ``mcp_resources.W001`` says so)."""
-
-REMOVED: dict[str, str] = {
-    "SUBJECT_FIELD": "override OAuth2Authentication.get_subject() instead",
-    "PREPARED_STATEMENTS": "psycopg prepares statements itself with server-side binding (docs/performance.md)",
-    "ASGI_THREADS": "the app owns no thread pool any more (docs/deployment.md)",
-    "TOKEN_CACHE_SIZE": "the cache keeps at most OAuth2Authentication.token_cache_size tokens a process (1024); "
-    "subclass the authentication class to change it (docs/oauth.md)",
-}
-"""Keys that no longer exist, and what to do instead."""
-
 MAX_PAGE_SIZE = 100
 DEFAULT_SERVER_NAME = "django-mcp-resources"
 

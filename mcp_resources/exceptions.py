@@ -24,7 +24,6 @@ INTERNAL_ERROR = -32603
 RESOURCE_NOT_FOUND_2025_11_25 = -32002
 """The not-found code of protocol 2025-11-25; 2026-07-28 answers ``-32602`` and must not send this one."""
 HEADER_MISMATCH = -32020
-MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 _NO_ID: Any = object()
@@ -105,12 +104,6 @@ class InternalError(MCPError):
 class HeaderMismatch(MCPError):
     code = HEADER_MISMATCH
     default_message = "Header mismatch"
-    http_status = 400
-
-
-class MissingRequiredClientCapability(MCPError):
-    code = MISSING_REQUIRED_CLIENT_CAPABILITY
-    default_message = "Missing required client capability"
     http_status = 400
 
 

@@ -1,10 +1,9 @@
 """The resource registry: templates (fixed at startup) and code-registered static resources (runtime).
 
-Like ``django.contrib.admin.site``, a default registry (:data:`registry`; :data:`site` is the same object under
-its former name) is filled by autodiscovering each installed app's ``mcp_resources.py`` and frozen when the app
-registry is ready. Further registries can be created for tests or for a second endpoint. Registering or removing a
-static resource sends :data:`~mcp_resources.signals.resource_registered` or
-:data:`~mcp_resources.signals.resource_unregistered`.
+Like ``django.contrib.admin.site``, a default registry (:data:`registry`) is filled by autodiscovering each installed
+app's ``mcp_resources.py`` and frozen when the app registry is ready. Further registries can be created for tests or
+for a second endpoint. Registering or removing a static resource sends
+:data:`~mcp_resources.signals.resource_registered` or :data:`~mcp_resources.signals.resource_unregistered`.
 """
 
 from __future__ import annotations
@@ -204,9 +203,6 @@ def uri_template_errors(templates: Iterable[ResourceTemplate]) -> list[str]:
 
 registry = ResourceRegistry()
 """The default registry, filled from each installed app's ``mcp_resources.py``."""
-
-site = registry
-"""The default registry under its former name."""
 
 
 def register(template_class: T) -> T:

@@ -66,7 +66,6 @@ CODE_STATUSES = {
     -32602: {400, 200},
     -32002: {200},
     -32020: {400},
-    -32021: {400},
     -32022: {400},
 }
 # What a client must never see unless it sent it: tracebacks, exception names, paths, SQL, the database drivers.

@@ -258,7 +258,6 @@ def test_error_hierarchy_codes_and_statuses():
     assert not_found.to_error() == {"code": -32002, "message": "Resource not found", "data": {"uri": "a:b"}}
     assert exceptions.ResourceNotFound().code == INVALID_PARAMS  # the code of 2026-07-28
     assert exceptions.HeaderMismatch().code == -32020
-    assert exceptions.MissingRequiredClientCapability().code == -32021
     assert exceptions.UnsupportedProtocolVersion().code == -32022
     for cls in (ParseError, InvalidRequest, InvalidParams, exceptions.MethodNotFound, exceptions.InternalError):
         assert issubclass(cls, MCPError)

@@ -9,22 +9,19 @@ from django.conf import settings
 from django.core import checks
 from django.utils.module_loading import import_string
 
-from mcp_resources.conf import DEFAULTS, REMOVED, RENAMED
+from mcp_resources.conf import DEFAULTS
 
 
 def check_settings() -> list[checks.CheckMessage]:
     messages: list[checks.CheckMessage] = []
     configured = getattr(settings, "MCP_RESOURCES", None) or {}
     for key in sorted(set(configured) - set(DEFAULTS)):
-        if key in RENAMED:
-            hint: str | None = f"It was renamed {RENAMED[key]!r} (docs/settings.md)."
-        elif key in REMOVED:
-            hint = f"It was removed: {REMOVED[key]}."
-        else:
-            hint = None
         messages.append(
             checks.Warning(
-                f"Unknown MCP_RESOURCES setting {key!r}.", hint=hint, id="mcp_resources.W001", obj="MCP_RESOURCES"
+                f"Unknown MCP_RESOURCES setting {key!r}.",
+                hint="Every setting is listed in docs/settings.md.",
+                id="mcp_resources.W001",
+                obj="MCP_RESOURCES",
             )
         )
     value = configured.get("AUTHENTICATION_CLASS", DEFAULTS["AUTHENTICATION_CLASS"])

@@ -94,16 +94,6 @@ def json_value(value: Any) -> Any:
     return value
 
 
-def encode_position(obj: models.Model, ordering: Sequence[str]) -> list[Any]:
-    """The ordering values of ``obj`` as JSON-safe values for a cursor."""
-    return [json_value(value) for value in position_values(obj, ordering)]
-
-
-def position_values(obj: models.Model, ordering: Sequence[str]) -> tuple[Any, ...]:
-    """The ordering values of ``obj`` as Python values."""
-    return tuple(obj.pk if name == "pk" else getattr(obj, resolve_field(type(obj), name).attname) for name in ordering)
-
-
 def encode_key(values: tuple[Any, ...]) -> list[Any]:
     """A listed row's keyset position (its ordering values, kept as a tuple of Python values until a cursor needs
     one: a page lists up to 100 rows and seals one position) as JSON-safe values."""

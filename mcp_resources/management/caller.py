@@ -37,7 +37,7 @@ def context_for(
     principal = user_principal(user, declared_scopes(server) if scopes is None else scopes, client_id)
     request.mcp_principal = principal  # type: ignore[attr-defined]
     request.auth = principal  # type: ignore[attr-defined]
-    return CallContext(request, LATEST_VERSION, principal, {})
+    return CallContext(request, LATEST_VERSION, principal)
 
 
 def operator_context(username: str, scopes: list[str] | None, server: MCPServer | None = None) -> CallContext:

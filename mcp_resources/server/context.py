@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 from mcp_resources.principal import ANONYMOUS, Principal
 from mcp_resources.protocol.versions import LATEST_VERSION, V2026_07_28
@@ -24,13 +24,12 @@ class SessionSubscriptions(Protocol):
 
 @dataclass
 class CallContext:
-    """The caller of one request: its Django request, protocol version, principal, capabilities and session, and
-    whether its transport serves streams."""
+    """The caller of one request: its Django request, protocol version, principal and session, and whether its
+    transport serves streams."""
 
     request: HttpRequest
     protocol_version: str = LATEST_VERSION
     principal: Principal = ANONYMOUS
-    client_capabilities: dict[str, Any] = field(default_factory=dict)
     session: SessionSubscriptions | None = None
     streams: bool = False
     """Whether the transport serving this request can deliver notifications on a stream (subscriptions are offered

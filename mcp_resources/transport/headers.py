@@ -50,8 +50,8 @@ def decode_header_value(value: str | None) -> str | None:
         return None
 
 
-def check_stateless_request(request: HttpRequest, method: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """Validate a 2026-07-28 request's ``_meta`` and headers; return ``(version, client capabilities)``.
+def check_stateless_request(request: HttpRequest, method: str, params: dict[str, Any]) -> str:
+    """Validate a 2026-07-28 request's ``_meta`` and headers; return its protocol version.
 
     The order is: required ``_meta`` (-32602), then the headers (-32020), then the version (-32022).
     """
@@ -88,4 +88,4 @@ def check_stateless_request(request: HttpRequest, method: str, params: dict[str,
         )
     if not isinstance(capabilities, dict):
         raise InvalidParams("params._meta clientCapabilities must be an object")
-    return version, capabilities
+    return version

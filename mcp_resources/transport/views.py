@@ -322,10 +322,10 @@ class MCPView(View):
         if message.is_notification:
             return HttpResponse(status=202)
         try:
-            version, capabilities = check_stateless_request(request, message.method, message.params)
+            version = check_stateless_request(request, message.method, message.params)
         except MCPError as exc:
             return error_response(exc.with_id(message.id))
-        ctx = CallContext(request, version, principal, capabilities, streams=serves_streams(request))
+        ctx = CallContext(request, version, principal, streams=serves_streams(request))
         return self.run(message, ctx)
 
     def initialize_requires_token(self, request: HttpRequest) -> bool:
@@ -459,11 +459,11 @@ class MCPView(View):
         if message.method is None or message.is_notification:
             return error_response(InvalidRequest("subscriptions/listen must be a request", request_id=None))
         try:
-            version, capabilities = check_stateless_request(request, message.method, message.params)
+            version = check_stateless_request(request, message.method, message.params)
         except MCPError as exc:
             return error_response(exc.with_id(message.id))
         server = self.get_server()
-        ctx = CallContext(request, version, principal, capabilities, streams=True)
+        ctx = CallContext(request, version, principal, streams=True)
         if server.sources() and not principal.authenticated:
             return self.auth_failure(request, AuthenticationRequired(server.inventory_scopes()))
         try:
