@@ -62,7 +62,6 @@ ITEMS: dict[str, dict[str, Any]] = {
     "codec": {"script": "bench_codec.py", "full": ["--rounds", "15"], "quick": ["--rounds", "9"], "timeout": 600},
     "http": {"script": "bench_http.py", "full": HTTP_FULL, "quick": HTTP_QUICK, "timeout": 1800},
     "ablation": {"script": "bench_ablation.py", "full": HTTP_FULL, "quick": HTTP_QUICK, "timeout": 2400},
-    "removed": {"script": "bench_removed.py", "full": HTTP_FULL, "quick": HTTP_QUICK, "timeout": 3000},
     "members": {
         "script": "bench_members.py",
         "full": ["--size", "10000", "--rounds", "9"],
@@ -124,8 +123,7 @@ def git_state() -> str:
 
 
 def run_step(name: str, argv: list[str], env: dict[str, str], timeout: float) -> bool:
-    """Run one step; past ``timeout`` it gets SIGTERM (the HTTP items then stop their servers and remove the previous
-    tree's worktree), then SIGKILL."""
+    """Run one step; past ``timeout`` it gets SIGTERM (the HTTP items then stop their servers), then SIGKILL."""
     print(f"\n=== {name}: {' '.join(argv[1:])}", flush=True)
     t0 = time.monotonic()
     process = subprocess.Popen(argv, cwd=ROOT, env=env)
@@ -385,40 +383,6 @@ def ablation_section(ablation: dict[str, Any]) -> list[str]:
     ]
 
 
-def removed_section(removed: dict[str, Any]) -> list[str]:
-    rows = [
-        [
-            f"`{row['speed_up']}`",
-            row["server"],
-            f"{row['rps_on']:.0f}",
-            f"{row['rps_off']:.0f}",
-            fmt_ratio(row["rps_on_over_off"]),
-            f"{row['p99_on_ms']:.1f}",
-            f"{row['p99_off_ms']:.1f}",
-        ]
-        for row in removed["rows"]
-    ]
-    current = "; ".join(
-        f"{kind}: {ratio:.2f}x ({removed['servers'][f'current-{kind}']['rps']:.0f} against "
-        f"{removed['servers'][f'previous-{kind}-all-on']['rps']:.0f} req/s)"
-        for kind, ratio in removed["current_over_previous"].items()
-    )
-    return [
-        "",
-        f"Removed speed-ups, measured in the previous tree (commit {removed['commit']}) with each one switched off "
-        f"alone, the same page, medians of {removed['rounds']} interleaved rounds of {removed['duration_s']:g} s "
-        "(worth = req/s with it / without it):",
-        "",
-        *table(
-            ["removed speed-up", "server", "req/s with it", "req/s without", "worth", "p99 ms with", "p99 ms without"],
-            rows,
-        ),
-        "",
-        f"In the same rounds, the current tree's default servers against the previous tree's (every speed-up on): "
-        f"{current}.",
-    ]
-
-
 def markdown_results(latest: dict[str, Any]) -> str:
     meta = latest["meta"]
     results = latest["results"]
@@ -510,8 +474,6 @@ def markdown_results(latest: dict[str, Any]) -> str:
         lines += http_section(results["http"])
     if results.get("ablation"):
         lines += ablation_section(results["ablation"])
-    if results.get("removed"):
-        lines += removed_section(results["removed"])
     other = []
     drf, raw, codec, listeners = (results.get(k) for k in ("drf", "raw", "codec", "listeners"))
     if drf:
@@ -673,9 +635,6 @@ def main() -> None:
             ):
                 failed.append("profile servers")
     finally:
-        from benchmarks.bench_removed import remove_worktree
-
-        remove_worktree()  # normally gone already: the removed item removes it at its end
         if not needs_fixture:
             pass
         elif args.keep_db:
@@ -720,18 +679,13 @@ def main() -> None:
         verdict = "n/a" if row["ok"] is None else ("met" if row["ok"] else "MISSED")
         measured = fmt_ratio(row["value"], row.get("unit", "x"))
         print(f"  item {row['item']}: {row['measure']}: {measured} (target {fmt_target(row)}) {verdict}")
-    ablation, removed = results.get("ablation"), results.get("removed")
+    ablation = results.get("ablation")
     for row in ablation["rows"] if ablation else []:
         servers = ", ".join(
             f"{kind} req/s {entry['rps_ratio']:.2f}x, p99 {entry['p99_ratio']:.2f}x"
             for kind, entry in row["servers"].items()
         )
         print(f"  ablation: {row['speed_up']} off / all on: {servers}: {row['verdict']}")
-    for row in removed["rows"] if removed else []:
-        print(
-            f"  removed: {row['speed_up']} under {row['server']}: req/s with it / without it "
-            f"{row['rps_on_over_off']:.2f}x, p99 {row['p99_on_over_off']:.2f}x"
-        )
     if failed:
         print(f"  failed steps: {', '.join(failed)}")
     print(f"results: {(RESULTS_DIR / 'latest.json').relative_to(ROOT)}")

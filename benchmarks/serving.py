@@ -1,5 +1,4 @@
-"""HTTP servers under load, shared by item 5 (``bench_http.py``), the ablation (``bench_ablation.py``) and the
-removed speed-ups (``bench_removed.py``).
+"""HTTP servers under load, shared by item 5 (``bench_http.py``) and the ablation (``bench_ablation.py``).
 
 Each contender is one server process (its own process group, its log in ``results/server-<name>.log``) serving one
 request: a body, headers, and a string every answer must contain. :func:`measure` starts them all, checks that
