@@ -8,6 +8,7 @@ never does.
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -188,3 +189,51 @@ class RefusingAll(OAuth2Validator):
 
     def validate_bearer_token(self, token: str, scopes: list[str], request: Any) -> bool:
         return False
+
+
+SWAPPED_SETTINGS = "tests.settings_swapped_token"
+
+
+def test_a_swapped_token_models_manager_decides_which_tokens_exist(tmp_path: Any) -> None:
+    """A project's own access token model whose default manager leaves out soft-revoked rows
+    (``tests.swapped_token``): the token it hides is refused by the server, as django-oauth-toolkit refuses it; the
+    token it shows is accepted. The plain query would have read the revoked row around the manager."""
+    import httpx2
+
+    from tests import live
+
+    with live.project(tmp_path, settings=SWAPPED_SETTINGS) as project:
+        server = live.Server(project).start()
+        try:
+            tokens = server.tokens("alice", "bob")
+            checksum = hashlib.sha256(tokens["bob"].encode()).hexdigest()
+            verdicts = project.shell(
+                "import json; from django.utils import timezone\n"
+                "from oauth2_provider.models import get_access_token_model\n"
+                "from oauth2_provider.oauth2_validators import OAuth2Validator\n"
+                "model = get_access_token_model()\n"
+                f"model._base_manager.filter(token_checksum={checksum!r}).update(revoked_at=timezone.now())\n"
+                "load = OAuth2Validator()._load_access_token\n"
+                f"print(json.dumps([model.__name__, load({tokens['alice']!r}) is not None, "
+                f"load({tokens['bob']!r}) is not None]))"
+            )
+            assert json.loads(verdicts) == ["SoftRevokedAccessToken", True, False]  # django-oauth-toolkit's view
+
+            def status(token: str) -> int:
+                body = {"jsonrpc": "2.0", "id": 1, "method": "resources/templates/list", "params": {"_meta": META}}
+                headers = {
+                    "Authorization": f"Bearer {token}",
+                    "MCP-Protocol-Version": "2026-07-28",
+                    "Mcp-Method": "resources/templates/list",
+                    "Accept": "application/json, text/event-stream",
+                }
+                return int(httpx2.post(server.url, json=body, headers=headers, timeout=30).status_code)
+
+            assert status(tokens["alice"]) == 200
+            assert status(tokens["bob"]) == 401
+            server.assert_log_clean()
+        finally:
+            server.stop()
+
+
+META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}

@@ -10,8 +10,10 @@ columns), ``connection.cursor()`` (so query logging, ``execute_wrapper`` hooks a
 Only the loading changes. Whether the token is valid (known, not expired, scopes, audience, application usable) is
 decided, as before, by the validator's ``validate_bearer_token``, whichever class ``OAUTH2_VALIDATOR_CLASS`` names:
 :func:`validator_class` puts the mixin in front of it only when that class loads tokens with django-oauth-toolkit's
-own ``_load_access_token``; anything unexpected while loading falls back to it. ``tests/test_token_loading.py``
-checks that both loaders give the validator identical tokens and it identical decisions.
+own ``_load_access_token`` and the token model's manager is Django's plain ``Manager`` (a swapped token model whose
+manager leaves rows out, soft-revoked tokens say, is loaded by django-oauth-toolkit through that manager); anything
+unexpected while loading falls back to it. ``tests/test_token_loading.py`` checks that both loaders give the
+validator identical tokens and it identical decisions.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, router
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, models, router
 
 from mcp_resources.queries import native_timestamps
 
@@ -93,9 +95,22 @@ def _models() -> tuple[Any, Any, Any]:
     return get_access_token_model(), get_application_model(), get_user_model()
 
 
+def loads_every_row(token_model: Any) -> bool:
+    """Whether ``token_model``'s managers are Django's plain ``Manager``, so that the plain query sees what
+    django-oauth-toolkit's ``AccessToken.objects`` sees. A manager of the project's own (one that leaves out
+    soft-revoked tokens, say) may hide rows the table holds: its tokens are loaded through it, never around it."""
+    managers = (token_model._default_manager, getattr(token_model, "objects", token_model._default_manager))
+    return all(type(manager) is models.Manager for manager in managers)
+
+
 def load_access_token(token: str) -> Any:
-    """The access token whose checksum matches ``token``, with its application and user, or ``None``."""
+    """The access token whose checksum matches ``token``, with its application and user, or ``None``.
+
+    Raises ``LookupError`` when the plain query would not load what django-oauth-toolkit loads (a token model with a
+    manager of its own, relations to other models than the configured ones)."""
     token_model, application_model, user_model = _models()
+    if not loads_every_row(token_model):
+        raise LookupError("the access token model's manager is not a plain Manager: it decides which rows exist")
     if (
         token_model._meta.get_field("application").related_model is not application_model
         or token_model._meta.get_field("user").related_model is not user_model
@@ -149,10 +164,13 @@ class TokenLoading:
 @functools.cache
 def validator_class(configured: type) -> type:
     """The validator to use: ``configured`` with :class:`TokenLoading` in front when ``configured`` loads tokens
-    with django-oauth-toolkit's own ``_load_access_token``; ``configured`` itself otherwise."""
+    with django-oauth-toolkit's own ``_load_access_token`` and the token model's manager is a plain ``Manager``
+    (:func:`loads_every_row`); ``configured`` itself otherwise."""
     from oauth2_provider.oauth2_validators import OAuth2Validator
 
     if getattr(configured, "_load_access_token", None) is not OAuth2Validator._load_access_token:
+        return configured
+    if not loads_every_row(_models()[0]):
         return configured
     return type(configured.__name__, (TokenLoading, configured), {"__module__": __name__})
 
