@@ -50,6 +50,21 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture(autouse=True)
+def _registration_throttle_reset() -> None:
+    """Each test starts with the test client's address (127.0.0.1) owing no client registrations: the demo's
+    registration throttle counts in the process's default cache, which would carry counts across tests."""
+    import time
+
+    from django.core.cache import caches
+
+    from mcp_resources.auth.registration import DEFAULT_REGISTRATION_RATE, parse_rate, throttle_key
+
+    period = parse_rate(DEFAULT_REGISTRATION_RATE)[1]  # type: ignore[index]
+    now = time.time()
+    caches["default"].delete_many([throttle_key("127.0.0.1", period, at) for at in (now - period, now)])
+
+
 # Users and tokens ------------------------------------------------------------------------------------------
 
 

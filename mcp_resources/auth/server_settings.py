@@ -13,10 +13,13 @@ Every value is a documented django-oauth-toolkit setting; override any of them w
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
+
+_SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*$")
 
 OPEN_REGISTRATION = ("oauth2_provider.dcr.AllowAllDCRPermission",)
 """Who may register a client (RFC 7591): anyone, as MCP clients register before they have any credential."""
@@ -30,6 +33,7 @@ def authorization_server_settings(
     client_id_metadata_documents: bool = True,
     access_token_expire_seconds: int = 3600,
     refresh_token_expire_seconds: int = 30 * 24 * 3600,
+    private_use_schemes: Iterable[str] = (),
 ) -> dict[str, Any]:
     """A fresh ``OAUTH2_PROVIDER`` dict for an MCP authorization server.
 
@@ -40,7 +44,10 @@ def authorization_server_settings(
       ``AllowAllDCRPermission``), how most MCP clients register today.
     - ``client_id_metadata_documents``: clients whose ``client_id`` is an ``https`` URL are resolved by fetching
       that document (``CIMD_ENABLED``, django-oauth-toolkit's SSRF-hardened fetcher), the MCP specification's
-      preferred way.
+      preferred way. Its redirect URIs, grants and response types follow the same rules as a registration.
+    - ``private_use_schemes``: RFC 8252 private-use URI schemes (``"cursor"``, ``"com.example.app"``) a desktop client
+      may register as redirect URIs, added to ``ALLOWED_REDIRECT_URI_SCHEMES``. MCP's rule allows only ``https`` and
+      loopback ``http``: naming a scheme here is a deviation from it that the project chooses (docs/oauth.md).
 
     Only the authorization code grant (with refresh tokens) is served; PKCE is required and S256 is its only
     method; the authorization response carries the RFC 9207 ``iss``; tokens are stored hashed; access tokens in
@@ -54,6 +61,10 @@ def authorization_server_settings(
             raise ImproperlyConfigured(f"Scope name {name!r} must be a non-empty string without spaces or quotes.")
         if not isinstance(description, str):
             raise ImproperlyConfigured(f"The description of scope {name!r} must be a string.")
+    schemes = [str(scheme).lower() for scheme in private_use_schemes]
+    for scheme in schemes:
+        if not _SCHEME.match(scheme) or scheme in ("http", "https"):
+            raise ImproperlyConfigured(f"{scheme!r} is not a private-use URI scheme (RFC 8252 section 7.1).")
     block: dict[str, Any] = {
         "SCOPES": dict(scopes),
         # The authorization code grant and refresh tokens only: no implicit, password or client-credentials grant.
@@ -78,10 +89,14 @@ def authorization_server_settings(
         # Native MCP clients receive the redirect on an ephemeral port of "localhost" as well as of 127.0.0.1/::1
         # (RFC 8252 section 7.3): the registered port is not compared for these hosts.
         "ALLOW_LOCALHOST_LOOPBACK": True,
+        # Redirect URIs: https, loopback http, and the private-use schemes the project names (the registration rules
+        # of mcp_resources.auth.registration apply on top: no plain http elsewhere, no userinfo, no fragment).
+        "ALLOWED_REDIRECT_URI_SCHEMES": ["http", "https", *schemes],
         # How MCP clients register: RFC 7591 (open) and client ID metadata documents.
         "DCR_ENABLED": dynamic_client_registration,
         "DCR_REGISTRATION_PERMISSION_CLASSES": OPEN_REGISTRATION,
         "CIMD_ENABLED": client_id_metadata_documents,
+        "CIMD_METADATA_FETCHER": "mcp_resources.auth.registration.MetadataFetcher",
     }
     if default_scopes is not None:
         defaults = list(default_scopes)

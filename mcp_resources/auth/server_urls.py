@@ -15,8 +15,9 @@ They mount, in django-oauth-toolkit's ``oauth2_provider`` namespace (its views r
   the origin);
 - ``<prefix>authorize/`` (sign-in, then :class:`~mcp_resources.auth.server_views.ConsentView`), ``<prefix>token/``,
   ``<prefix>revoke_token/``;
-- ``<prefix>register/`` (RFC 7591 dynamic client registration, served when ``DCR_ENABLED``) and its RFC 7592
-  management route.
+- ``<prefix>register/`` (RFC 7591 dynamic client registration, served when ``DCR_ENABLED``, under MCP's redirect
+  rules and a throttle per client address: :mod:`mcp_resources.auth.registration`) and its RFC 7592 management
+  route.
 
 Not mounted: django-oauth-toolkit's protected resource metadata view (the endpoint's own is
 :func:`mcp_resources.urls.well_known_urlpatterns`), its application management pages, OIDC, introspection and the
@@ -29,6 +30,12 @@ from typing import Any
 
 from django.urls import NoReverseMatch, Resolver404, URLPattern, URLResolver, include, path, resolve, reverse
 
+from mcp_resources.auth.registration import (
+    DEFAULT_REGISTRATION_RATE,
+    ClientConfigurationView,
+    ClientRegistrationView,
+    parse_rate,
+)
 from mcp_resources.auth.server_views import ConsentView
 
 NAMESPACE = "oauth2_provider"
@@ -36,10 +43,21 @@ METADATA_PATH = "/.well-known/oauth-authorization-server"
 OIDC_DISCOVERY_PATH = "/.well-known/openid-configuration"
 
 
-def authorization_server_urlpatterns(prefix: str = "o/") -> list[URLPattern | URLResolver]:
-    """The authorization server's routes: RFC 8414 metadata at the root, its endpoints under ``prefix``."""
+def authorization_server_urlpatterns(
+    prefix: str = "o/",
+    *,
+    registration_rate: str | None = DEFAULT_REGISTRATION_RATE,
+    registration_cache: str = "default",
+) -> list[URLPattern | URLResolver]:
+    """The authorization server's routes: RFC 8414 metadata at the root, its endpoints under ``prefix``.
+
+    ``registration_rate`` (``"20/hour"``; ``None``: no throttle) bounds the client registrations one client address
+    may attempt per period, counted in the Django cache ``registration_cache``.
+    """
     from oauth2_provider import urls as dot_urls
     from oauth2_provider import views as dot_views
+
+    parse_rate(registration_rate)  # a malformed rate fails here, at startup
 
     prefix = prefix.strip("/")
     prefix = f"{prefix}/" if prefix else ""
@@ -50,7 +68,12 @@ def authorization_server_urlpatterns(prefix: str = "o/") -> list[URLPattern | UR
         path("authorize/", ConsentView.as_view(), name="authorize"),
         path("token/", dot_views.TokenView.as_view(), name="token"),
         path("revoke_token/", dot_views.RevokeTokenView.as_view(), name="revoke-token"),
-        *dot_urls.dcr_urlpatterns,
+        path(
+            "register/",
+            ClientRegistrationView.as_view(rate=registration_rate, cache_alias=registration_cache),
+            name="dcr-register",
+        ),
+        path("register/<str:client_id>/", ClientConfigurationView.as_view(), name="dcr-register-management"),
     ]
     patterns: list[URLPattern | URLResolver] = [*metadata, path(prefix, include(endpoints))]
     return [path("", include((patterns, NAMESPACE)))]
