@@ -1,5 +1,5 @@
 """The deployment checks of ``manage.py check --deploy`` (one test per id): W010 cursor keys, W011 the 2025-11-25
-session cache, W012 the subscriptions' channel layer."""
+session cache, W012 the subscriptions' channel layer, W032 an open client registration without a throttle."""
 
 from __future__ import annotations
 
@@ -213,3 +213,62 @@ def test_w013_is_logged_by_a_gunicorn_gevent_worker(demo_project: live.Project) 
     finally:
         persistent.stop()
     assert persistent.logged().count("(mcp_resources.W013) DATABASES['default'] keeps its connections open") == 1
+
+
+# W032: an open client registration without a throttle ---------------------------------------------------------
+
+
+def _authorization_server(settings: Any, **urls: Any) -> None:
+    from django.urls import include, path
+
+    from mcp_resources.auth.server_urls import authorization_server_urlpatterns
+    from mcp_resources.urls import well_known_urlpatterns
+    from tests.conftest import urlconf
+
+    settings.ROOT_URLCONF = urlconf(
+        path("mcp", include("mcp_resources.urls")),
+        *well_known_urlpatterns("mcp"),
+        *authorization_server_urlpatterns(**urls),
+    )
+
+
+def test_w032_open_registration_without_a_throttle(settings: Any) -> None:
+    configure(settings, KEYED)
+    _authorization_server(settings, registration_rate=None)
+    [message] = check_deployment()
+    assert message.id == "mcp_resources.W032"
+    assert "anyone register an OAuth client" in message.msg
+    assert "registration_rate" in (message.hint or "")
+    assert deploy_ids() == ["mcp_resources.W032"]
+    assert "mcp_resources.W032" not in [m.id for m in checks.run_checks(tags=["mcp_resources"])]
+
+
+def test_w032_is_silent_with_a_throttle_or_a_closed_registration(settings: Any) -> None:
+    from oauth2_provider import urls as dot_urls
+
+    configure(settings, KEYED)
+    _authorization_server(settings)  # the default rate, 20 an hour
+    assert check_deployment() == []
+    _authorization_server(settings, registration_rate=None)
+    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "DCR_ENABLED": False}
+    assert check_deployment() == []
+    settings.OAUTH2_PROVIDER = {
+        **settings.OAUTH2_PROVIDER,
+        "DCR_ENABLED": True,
+        "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.IsAuthenticatedDCRPermission",),
+    }
+    assert check_deployment() == []
+    # django-oauth-toolkit's own registration view (no throttle) mounted instead of the package's: warned.
+    from django.urls import include, path
+
+    from tests.conftest import urlconf
+
+    settings.OAUTH2_PROVIDER = {
+        **settings.OAUTH2_PROVIDER,
+        "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
+    }
+    settings.ROOT_URLCONF = urlconf(
+        path("mcp", include("mcp_resources.urls")),
+        path("", include((dot_urls.urlpatterns, "oauth2_provider"))),
+    )
+    assert "mcp_resources.W032" in [message.id for message in check_deployment()]

@@ -157,8 +157,14 @@ def client_registration_open() -> bool:
     dynamic client registration mounted and not limited to signed-in users (django-oauth-toolkit's default)."""
     from oauth2_provider.settings import oauth2_settings
 
-    if oauth2_settings.CIMD_ENABLED:
-        return True
+    return bool(oauth2_settings.CIMD_ENABLED) or dynamic_registration_open()
+
+
+def dynamic_registration_open() -> bool:
+    """Whether anyone may register a client with RFC 7591: registration mounted, on, and not limited to signed-in
+    users (django-oauth-toolkit's default permission)."""
+    from oauth2_provider.settings import oauth2_settings
+
     if not oauth2_settings.DCR_ENABLED:
         return False
     try:
@@ -170,3 +176,17 @@ def client_registration_open() -> bool:
         for cls in oauth2_settings.DCR_REGISTRATION_PERMISSION_CLASSES
     ]
     return permissions != ["oauth2_provider.dcr.IsAuthenticatedDCRPermission"]
+
+
+def registration_rate() -> str | None:
+    """The throttle of the mounted RFC 7591 registration view (``None``: none, or not this package's view)."""
+    try:
+        match = resolve(reverse(f"{NAMESPACE}:dcr-register"))
+    except (NoReverseMatch, Resolver404):
+        return None
+    view: Any = getattr(match.func, "view_class", None)
+    if not (isinstance(view, type) and issubclass(view, ClientRegistrationView)):
+        return None
+    initkwargs: dict[str, Any] = getattr(match.func, "view_initkwargs", {}) or {}
+    rate = initkwargs.get("rate", view.rate)
+    return None if rate is None else str(rate)

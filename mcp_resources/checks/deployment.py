@@ -1,5 +1,6 @@
 """What a deployment needs beyond one development process: the channel layer's pool (W005), what several workers
-must share (W010-W012, ``--deploy`` only), and database connections under gevent (W013)."""
+must share (W010-W012, ``--deploy`` only), an open client registration without a throttle (W032, ``--deploy``
+only), and database connections under gevent (W013)."""
 
 from __future__ import annotations
 
@@ -123,6 +124,7 @@ def check_deployment() -> list[checks.CheckMessage]:
                 "W011",
             )
         )
+    messages.extend(check_registration_throttle())
     if mcp_settings.subscriptions:
         layers = getattr(settings, "CHANNEL_LAYERS", None) or {}
         layer = layers.get(mcp_settings.channel_layer)
@@ -139,6 +141,29 @@ def check_deployment() -> list[checks.CheckMessage]:
                 )
             )
     return messages
+
+
+def check_registration_throttle() -> list[checks.CheckMessage]:
+    """W032: this project's authorization server lets anyone register a client, with no throttle."""
+    from mcp_resources.checks.authorization_server import _issues_the_tokens
+
+    if not _issues_the_tokens():
+        return []
+    from mcp_resources.auth import server_urls
+
+    if not server_urls.dynamic_registration_open() or server_urls.registration_rate() is not None:
+        return []
+    return [
+        _deploy_warning(
+            "This project's authorization server lets anyone register an OAuth client (RFC 7591, open) with no "
+            "throttle: one address can register clients without end, filling the application table and the "
+            "consent screens of your users with clients named as it likes.",
+            "Mount authorization_server_urlpatterns() with a registration_rate (its default, '20/hour'), or close "
+            "registration (docs/oauth.md, 'Who may register, and with what').",
+            "OAUTH2_PROVIDER",
+            "W032",
+        )
+    ]
 
 
 # Database connections under gevent (docs/deployment.md, WSGI) ------------------------------------------------
