@@ -28,6 +28,9 @@ behind a buffering proxy). And labelled as opt-ins:
   option; psycopg then prepares repeated statements, as the SDK server's connection does);
 - ``ours-gunicorn+tc``, ``ours-uvicorn+tc``: the two default servers with ``TOKEN_CACHE_TTL_SECONDS`` 30 (a
   validated token is reused for 30 s: revocation elsewhere takes up to that long to be seen);
+- ``ours-gunicorn-nofast``, ``ours-uvicorn-nofast``: the two default servers with list pages encoded by the
+  standard library's json instead of orjson (``MCP_BENCH_ABLATE=orjson``): whether a target is missed without
+  orjson, which is a dependency for as long as one is;
 - with ``--granian``: ``ours-granian-wsgi``, the same WSGI application under granian (HTTP in Rust).
 
 Database connections as Django's docs advise (``benchmarks/serving.py``): Django's pool under gunicorn's ``gevent``
@@ -91,6 +94,8 @@ OPT_INS = {
     "ours-gunicorn+ssb": "gunicorn, Django's `server_side_binding` (psycopg prepares repeated statements)",
     "ours-uvicorn+conn0": "uvicorn, a database connection per request (`CONN_MAX_AGE` 0) instead of Django's pool",
     "ours-granian-wsgi": "the same WSGI application under granian (HTTP in Rust; reported only)",
+    "ours-gunicorn-nofast": "gunicorn without orjson: list pages encoded by the standard library's json",
+    "ours-uvicorn-nofast": "uvicorn without orjson: list pages encoded by the standard library's json",
 }
 
 
@@ -131,6 +136,7 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=6.0)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--granian", action="store_true", help="also the WSGI application under granian")
+    parser.add_argument("--servers", default="", help="comma-separated servers to run (the SDK's always runs)")
     args = parser.parse_args()
 
     setup_django()
@@ -148,6 +154,7 @@ def main() -> None:
     ctx = context_for(user)
     where = {"cursor": page["cursor"], "skip": page["skip"]}
     names = ["sdk", "ours-gunicorn", "ours-uvicorn", "ours-gunicorn-gthread", "ours-uvicorn-asgi", "ours-uvicorn-nomw"]
+    names += ["ours-gunicorn-nofast", "ours-uvicorn-nofast"]
     if not os.environ.get("MCP_BENCH_TOKEN_CACHE_TTL"):
         names += ["ours-gunicorn+tc", "ours-uvicorn+tc"]
     if vendor == "postgresql" and os.environ.get("MCP_BENCH_PG_BINDING") != "server":
@@ -156,6 +163,9 @@ def main() -> None:
         names.append("ours-uvicorn+conn0")
     if args.granian and (BIN / "granian").exists():
         names.append("ours-granian-wsgi")
+    if args.servers:
+        chosen = {name.strip() for name in args.servers.split(",")}
+        names = [name for name in names if name == "sdk" or name in chosen]
     ports = {name: free_port() for name in names}
     sql, sql_params = capture_page_sql(server, ctx, {"cursor": where["cursor"]})
     before = Document.objects.get(pk=user["first_id"] + where["skip"] - 1)
@@ -188,19 +198,27 @@ def main() -> None:
     tc = {"MCP_BENCH_TOKEN_CACHE_TTL": str(CACHE_TTL)}
     servers: dict[str, tuple[list[str], dict[str, str]]] = {
         "sdk": ([PYTHON, str(BENCH_DIR / "sdk_server.py"), str(config_file), str(ports["sdk"])], {}),
-        "ours-gunicorn": (gunicorn_argv("testproject.wsgi:application", ports["ours-gunicorn"]), gunicorn_env()),
-        "ours-uvicorn": (uvicorn_argv("testproject.asgi:application", ports["ours-uvicorn"]), asgi_database()),
+        "ours-gunicorn": (gunicorn_argv("testproject.wsgi:application", ports.get("ours-gunicorn", 0)), gunicorn_env()),
+        "ours-uvicorn": (uvicorn_argv("testproject.asgi:application", ports.get("ours-uvicorn", 0)), asgi_database()),
         "ours-gunicorn-gthread": (
-            gunicorn_argv("testproject.wsgi:application", ports["ours-gunicorn-gthread"], "gthread"),
+            gunicorn_argv("testproject.wsgi:application", ports.get("ours-gunicorn-gthread", 0), "gthread"),
             gunicorn_env("gthread"),
         ),
         "ours-uvicorn-asgi": (
-            uvicorn_argv("benchmarks.asgi_fast:application", ports["ours-uvicorn-asgi"]),
+            uvicorn_argv("benchmarks.asgi_fast:application", ports.get("ours-uvicorn-asgi", 0)),
             {"MCP_BENCH_ASGI_HANDLER": "asgi", **asgi_database()},
         ),
         "ours-uvicorn-nomw": (
-            uvicorn_argv("benchmarks.asgi_fast:application", ports["ours-uvicorn-nomw"]),
+            uvicorn_argv("benchmarks.asgi_fast:application", ports.get("ours-uvicorn-nomw", 0)),
             {"MCP_BENCH_ASGI_MIDDLEWARE": "0", **asgi_database()},
+        ),
+        "ours-gunicorn-nofast": (
+            gunicorn_argv("testproject.wsgi:application", ports.get("ours-gunicorn-nofast", 0)),
+            {**gunicorn_env(), "MCP_BENCH_ABLATE": "orjson"},
+        ),
+        "ours-uvicorn-nofast": (
+            uvicorn_argv("testproject.asgi:application", ports.get("ours-uvicorn-nofast", 0)),
+            {**asgi_database(), "MCP_BENCH_ABLATE": "orjson"},
         ),
         "ours-uvicorn+conn0": (
             uvicorn_argv("testproject.asgi:application", ports.get("ours-uvicorn+conn0", 0)),
@@ -273,6 +291,8 @@ def main() -> None:
         label = f" [opt-in: {OPT_INS[name]}]" if name in OPT_INS else ""
         print(f"  {describe(name, summary[name])}{ratio}{label}")
     for name, target in TARGETS.items():
+        if name not in ratios:
+            continue
         print(
             f"{name} / SDK throughput: {ratios[name]:.2f}x (target >= {target:g}x: {verdict(ratios[name] >= target)})"
         )

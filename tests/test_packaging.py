@@ -180,3 +180,173 @@ def test_the_package_index_page_shows_the_readme_example_unchanged() -> None:
     page = (ROOT / "docs" / "pypi.md").read_text()
     for block in _code_blocks(section):
         assert block in _code_blocks(page)
+
+
+# The wheel with only its required dependencies ----------------------------------------------------------------
+
+MINIMAL_SETTINGS = """
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent
+SECRET_KEY = "minimal-install-test"
+DEBUG = False
+ALLOWED_HOSTS = ["127.0.0.1"]
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "oauth2_provider",
+    "mcp_resources",
+    "notes",
+]
+ROOT_URLCONF = "urls"
+DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": BASE_DIR / "db.sqlite3"}}
+USE_TZ = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+MCP_RESOURCES = {"RESOURCE_URI": "http://127.0.0.1:{port}/mcp"}
+"""
+
+MINIMAL_FILES = {
+    "urls.py": 'from django.urls import include, path\n\nurlpatterns = [path("mcp", include("mcp_resources.urls"))]\n',
+    "notes/__init__.py": "",
+    "notes/models.py": """
+from django.conf import settings
+from django.db import models
+
+
+class Note(models.Model):
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    title = models.CharField(max_length=200)
+    body = models.TextField()
+""",
+    "notes/mcp_resources.py": """
+from mcp_resources import ModelResourceTemplate, register
+
+from .models import Note
+
+
+@register
+class NoteResource(ModelResourceTemplate):
+    model = Note
+    name = "notes"
+    uri_template = "notes://notes/{id}"
+    mime_type = "text/plain"
+    access = "protected"
+    required_scopes = ("notes:read",)
+    ordering = ("id",)
+    name_field = "title"
+    owner_field = "owner"
+
+    def get_contents(self, request, obj):
+        return obj.body
+""",
+}
+
+
+def _run(python: Path, *args: str, cwd: Path, env: dict[str, str] | None = None) -> str:
+    completed = subprocess.run(
+        [str(python), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert completed.returncode == 0, f"{args}: {completed.stdout[-3000:]}{completed.stderr[-3000:]}"
+    return completed.stdout
+
+
+@pytest.fixture(scope="module")
+def minimal_python(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtualenv holding the wheel and its required dependencies only (from the package index)."""
+    venv = tmp_path_factory.mktemp("minimal") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    [wheel] = dist.glob("*.whl")
+    _run(python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(wheel), cwd=venv)
+    return python
+
+
+def _post(url: str, token: str, method: str, params: dict[str, object], name: str | None = None) -> dict:
+    import json
+    import urllib.request
+
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": method,
+    }
+    if name is not None:
+        headers["Mcp-Name"] = name
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())["result"]
+
+
+def test_the_wheel_without_extras_serves_list_read_and_templates(minimal_python: Path, tmp_path: Path) -> None:
+    """Only the required dependencies (no extra: no REST framework, no Redis, no OpenTelemetry): a project of its own
+    migrates, checks, mints a token and serves resources/list, resources/templates/list and resources/read from a
+    real server."""
+    import socket
+    import time
+    import urllib.error
+    import urllib.request
+
+    installed = _run(minimal_python, "-m", "pip", "list", "--format=freeze", cwd=tmp_path).lower()
+    for extra in ("djangorestframework", "channels-redis", "opentelemetry"):
+        assert extra not in installed
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (tmp_path / "settings.py").write_text(MINIMAL_SETTINGS.replace("{port}", str(port)))
+    for name, text in MINIMAL_FILES.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    env = {"PATH": str(minimal_python.parent), "DJANGO_SETTINGS_MODULE": "settings", "PYTHONPATH": str(tmp_path)}
+    manage = ("-m", "django")
+    _run(minimal_python, *manage, "makemigrations", "notes", "--verbosity", "0", cwd=tmp_path, env=env)
+    _run(minimal_python, *manage, "migrate", "--verbosity", "0", cwd=tmp_path, env=env)
+    _run(
+        minimal_python,
+        *manage,
+        "shell",
+        "-c",
+        "from django.contrib.auth.models import User; from notes.models import Note; "
+        "alice = User.objects.create_user('alice'); bob = User.objects.create_user('bob'); "
+        "[Note.objects.create(owner=alice, title=f'Note {i}', body=f'Body {i}') for i in range(3)]; "
+        "Note.objects.create(owner=bob, title='Secret', body='Not for alice')",
+        cwd=tmp_path,
+        env=env,
+    )
+    assert "(mcp_resources.E" not in _run(minimal_python, *manage, "check", cwd=tmp_path, env=env)
+    token = _run(
+        minimal_python, *manage, "mcp_token", "--user", "alice", "--scope", "notes:read", cwd=tmp_path, env=env
+    ).strip()
+    server = subprocess.Popen(
+        [str(minimal_python), *manage, "runserver", f"127.0.0.1:{port}", "--noreload", "--skip-checks"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        for _ in range(600):  # until the server listens (bounded: it exits or answers long before)
+            assert server.poll() is None, server.communicate()[1][-3000:]
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                time.sleep(0.1)
+        listed = _post(url, token, "resources/list", {})
+        assert [r["name"] for r in listed["resources"]] == ["Note 0", "Note 1", "Note 2"]
+        templates = _post(url, token, "resources/templates/list", {})
+        assert [t["uriTemplate"] for t in templates["resourceTemplates"]] == ["notes://notes/{id}"]
+        first = listed["resources"][0]["uri"]
+        read = _post(url, token, "resources/read", {"uri": first}, name=first)
+        assert read["contents"][0]["text"] == "Body 0"
+        with pytest.raises(urllib.error.HTTPError) as refused:  # bob's note: not found, as a missing one
+            _post(url, token, "resources/read", {"uri": "notes://notes/4"}, name="notes://notes/4")
+        assert refused.value.code == 400
+        assert b"Resource not found" in refused.value.read()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
