@@ -19,7 +19,7 @@ from django.db import models
 
 from mcp_resources import metadata
 from mcp_resources.access import PROTECTED, PUBLIC
-from mcp_resources.caching import CacheHint, cache_hint
+from mcp_resources.caching import PRIVATE_SCOPE, CacheHint, cache_hint
 from mcp_resources.exceptions import ResourceNotFound
 from mcp_resources.ownership import owner_of, owner_path
 from mcp_resources.protocol.uris import URITemplate, compile_template
@@ -64,7 +64,9 @@ class ResourceTemplate:
     """A family of resources described by an RFC 6570 URI template.
 
     Subclass, set the attributes and implement :meth:`read`, then register the class with
-    :func:`mcp_resources.register`. ``parse_uri`` may be overridden to take over URI parsing.
+    :func:`mcp_resources.register`. ``parse_uri`` may be overridden to take over URI parsing. ``shared = True``
+    declares that every caller who may access a protected template gets the same answers: only then may it declare
+    a ``"public"`` cache hint (:attr:`per_caller`).
     """
 
     name: ClassVar[str] = ""
@@ -75,6 +77,7 @@ class ResourceTemplate:
     access: ClassVar[str] = PROTECTED
     required_scopes: ClassVar[Sequence[str]] = ()
     discoverable: ClassVar[bool] = True
+    shared: ClassVar[bool] = False
     icons: ClassVar[Sequence[Mapping[str, Any]] | None] = None
     annotations: ClassVar[Mapping[str, Any] | None] = None
 
@@ -166,13 +169,29 @@ class ResourceTemplate:
 
         It is the hint of every ``resources/read`` of the template, and counts in ``resources/templates/list`` and
         in ``resources/list`` (where a caller's own records, those of a model template or a ``list()`` callback,
-        are always private and uncached). docs/resources.md has the table.
+        are always private and uncached). ``"public"`` is for what is the same for every caller: a template whose
+        answers differ by caller (:attr:`per_caller`) that declares it is refused by ``mcp_resources.E036``, and
+        its answers say ``"private"``. docs/resources.md has the table.
         """
         return None
 
+    @property
+    def per_caller(self) -> bool:
+        """Whether the template's answers may differ by caller, so that no cache may share them: a protected
+        template, unless it declares ``shared = True`` (every caller who may access it gets the same answers);
+        a ``list()`` callback (a caller's inventory) whatever it declares. A public template answers everyone
+        alike."""
+        return self.access != PUBLIC and (self.lists_instances or not self.shared)
+
     def get_cache_hint(self, request: HttpRequest) -> CacheHint | None:
-        """What :meth:`cache_control` declares, checked; raises ``ValueError`` for anything but a hint or ``None``."""
-        return cache_hint(self.cache_control(request), f"{type(self).__name__}.cache_control()")
+        """What :meth:`cache_control` declares, checked; raises ``ValueError`` for anything but a hint or ``None``.
+
+        A ``"public"`` hint of a :attr:`per_caller` template comes back ``"private"`` (``mcp_resources.E036``
+        reports the declaration): a shared cache never serves one caller's answer to another."""
+        hint = cache_hint(self.cache_control(request), f"{type(self).__name__}.cache_control()")
+        if hint is not None and not hint.private and self.per_caller:
+            return CacheHint(PRIVATE_SCOPE, hint.ttl_ms)
+        return hint
 
     def complete(self, request: HttpRequest, argument: str, value: str, context: Mapping[str, str]) -> Any:
         """Values for the URI variable ``argument`` starting with ``value`` (``completion/complete``).
@@ -237,6 +256,12 @@ class ModelResourceTemplate(ResourceTemplate):
     @property
     def lists_instances(self) -> bool:
         return self.listable and self.model is not None
+
+    @property
+    def per_caller(self) -> bool:
+        """A protected model template serves each caller's own records (its queryset is scoped to the caller),
+        whatever it declares."""
+        return self.access != PUBLIC
 
     def get_resource(self, request: HttpRequest, obj: models.Model) -> dict[str, Any]:
         """The ``Resource`` listed for ``obj``: uri, name, the template's mime type, and ``annotations.lastModified``
@@ -416,7 +441,8 @@ class ResourceRepository(ResourceTemplate):
     routes reads (with ``parse_uri``, ``canonical_uri`` and ``resolve_uri`` as for every template) and describes
     the listed URIs; :meth:`cache_control` gives the hint of its listing and reads. A repository is a listing
     source: protected and discoverable (``mcp_resources.E013``), listed after the static resources in registration
-    order, under the page size, byte and prefix limits of every source.
+    order, under the page size, byte and prefix limits of every source. It is keyed by the caller unless it declares
+    ``shared = True``; only a shared repository may declare a ``"public"`` hint (``mcp_resources.E036``).
     """
 
     def list_page(
@@ -439,6 +465,12 @@ class ResourceRepository(ResourceTemplate):
     @property
     def lists_instances(self) -> bool:
         return type(self).list_page is not ResourceRepository.list_page
+
+    @property
+    def per_caller(self) -> bool:
+        """A repository is keyed by the caller unless it declares ``shared = True`` (the same pages and contents for
+        every caller who may access it, like the demo's handbook)."""
+        return self.access != PUBLIC and not self.shared
 
 
 @dataclass

@@ -76,8 +76,13 @@ class ScrollPager:
         return batch, next_token
 
 
+SHARED = "shared"
+"""The pager key of a shared shelf (``shared = True``): the one shelf every caller lists and reads."""
+
+
 class Shelf(ResourceRepository):
-    """Each caller's shelf, from a :class:`ScrollPager` (subclasses set ``pager``)."""
+    """Each caller's shelf, from a :class:`ScrollPager` (subclasses set ``pager``); with ``shared = True``, the one
+    shelf of ``pager.items[SHARED]`` for every caller."""
 
     name = "shelf"
     uri_template = "learn://shelf/{slug}"
@@ -89,7 +94,7 @@ class Shelf(ResourceRepository):
     def list_page(
         self, request: HttpRequest, *, token: str | bytes | None, limit: int, prefix: str, deadline: float
     ) -> Any:
-        owner = request.mcp_principal.subject  # type: ignore[attr-defined]
+        owner = self.owner(request)
         if not owner:
             return RepositoryPage([])
         try:
@@ -99,8 +104,12 @@ class Shelf(ResourceRepository):
         resources = [{"uri": f"learn://shelf/{slug}", "name": name, **self.extra} for slug, name in rows]
         return RepositoryPage(resources, next_token)
 
+    def owner(self, request: HttpRequest) -> str | None:
+        """The pager key the caller lists and reads: its subject, or :data:`SHARED` for a shared shelf."""
+        return SHARED if self.shared else request.mcp_principal.subject  # type: ignore[attr-defined]
+
     def read(self, request: HttpRequest, uri: str, variables: Any) -> Any:
-        owner = request.mcp_principal.subject  # type: ignore[attr-defined]
+        owner = self.owner(request)
         for slug, name in self.pager.items.get(owner or "", []):
             if slug == variables["slug"]:
                 return f"{name} on {owner}'s shelf"

@@ -2,9 +2,10 @@
 
 Through the server core with real registries and users: ``resources/read`` answers with the template's (or static
 resource's) hint; ``resources/templates/list`` combines the templates' hints; a ``resources/list`` page combines its
-sources' hints (private wins, the smallest lifetime), the scope the same on every page of a listing, while a page
-that reads a caller's inventory is private and uncached (docs/pagination.md#cache-hints-2026-07-28). 2025-11-25
-sessions carry no cache fields and never call the hooks. Contract: docs/resources.md#cache-hints.
+sources' hints (private wins, the smallest lifetime), the scope the same on every page of a listing, while every page
+of a listing that includes a caller's inventory is private and uncached (docs/pagination.md#cache-hints-2026-07-28).
+A public hint is refused (E036, and answered private) where answers differ by caller. 2025-11-25 sessions carry no
+cache fields and never call the hooks. Contract: docs/resources.md#cache-hints.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 from django.http import HttpRequest
 
 from mcp_resources.caching import MAX_TTL_MS, CacheHint, cache_hint, combine
+from mcp_resources.checks import check_templates
 from mcp_resources.models import StaticResource
 from mcp_resources.protocol.versions import V2025_11_25, V2026_07_28
 from mcp_resources.registries import ResourceRegistry
@@ -34,7 +36,7 @@ from tests.listing_support import (
     uris,
     walk,
 )
-from tests.repository_support import ScrollPager, shelf, shelf_uri
+from tests.repository_support import SHARED, ScrollPager, shelf, shelf_uri
 
 pytestmark = pytest.mark.django_db
 
@@ -193,19 +195,36 @@ def test_templates_list_combines_the_templates_hints(settings):
 
 def test_a_repository_only_listing_carries_the_repositorys_hint(settings, alice):
     configure(settings, PAGE_SIZE=2, PUBLIC_CACHE_TTL_MS=0)
-    pager = ScrollPager({str(alice.pk): [(f"s{i}", f"S{i}") for i in range(5)]})
-    public = shelf(pager, cache_control=lambda self, request: ("public", 60_000))
+    pager = ScrollPager({SHARED: [(f"s{i}", f"S{i}") for i in range(5)]})
+    public = shelf(pager, shared=True, cache_control=lambda self, request: ("public", 60_000))
     pages = walk(server_for(public), context(alice))
     assert [hint_of(p) for p in pages] == [("public", 60_000)] * 3
     # An undeclared repository is not cached.
-    pages = walk(server_for(shelf(pager)), context(alice))
+    pages = walk(server_for(shelf(pager, shared=True)), context(alice))
     assert {hint_of(p) for p in pages} == {("private", 0)}
+
+
+def test_a_repository_keyed_by_the_caller_is_never_public(settings, alice, bob):
+    """A repository keyed by the caller (not declared shared) that declares a public hint: E036 refuses it, and its
+    listing and reads say private, so no shared cache hands alice's shelf to bob."""
+    configure(settings, PAGE_SIZE=2, PUBLIC_CACHE_TTL_MS=0)
+    pager = ScrollPager({str(alice.pk): [(f"a{i}", f"A{i}") for i in range(3)], str(bob.pk): [("b0", "B0")]})
+    keyed = shelf(pager, cache_control=lambda self, request: ("public", 60_000))
+    server = server_for(keyed)
+    [error] = check_templates(server.registry)
+    assert error.id == "mcp_resources.E036"
+    assert "answers each caller on its own unless it declares shared = True" in error.msg
+    assert "shared = True" in (error.hint or "")
+    pages = walk(server, context(alice))
+    assert [hint_of(p) for p in pages] == [("private", 60_000)] * 2
+    assert hint_of(server.call("resources/read", {"uri": shelf_uri("a0")}, context(alice))) == ("private", 60_000)
+    assert hint_of(list_page(server, context(bob))) == ("private", 60_000)
 
 
 def test_statics_and_a_repository_combine_page_by_page_with_one_scope(settings, alice):
     configure(settings, PAGE_SIZE=2, PUBLIC_CACHE_TTL_MS=300_000)
-    pager = ScrollPager({str(alice.pk): [(f"s{i}", f"S{i}") for i in range(4)]})
-    server = server_for(shelf(pager, cache_control=lambda self, request: ("public", 60_000)))
+    pager = ScrollPager({SHARED: [(f"s{i}", f"S{i}") for i in range(4)]})
+    server = server_for(shelf(pager, shared=True, cache_control=lambda self, request: ("public", 60_000)))
     server.registry.register_resource("learn://a-logo", "logo", lambda: "l", cache_control=("public", 10_000))
     server.registry.register_resource("learn://b-about", "about", lambda: "a")
     pages = walk(server, context(alice))
@@ -227,8 +246,8 @@ def test_statics_and_a_repository_combine_page_by_page_with_one_scope(settings, 
 
 def test_a_protected_admin_row_makes_an_authenticated_listing_private(settings, alice):
     configure(settings, PAGE_SIZE=5)
-    pager = ScrollPager({str(alice.pk): [("s0", "S0")]})
-    server = server_for(shelf(pager, cache_control=lambda self, request: ("public", 60_000)))
+    pager = ScrollPager({SHARED: [("s0", "S0")]})
+    server = server_for(shelf(pager, shared=True, cache_control=lambda self, request: ("public", 60_000)))
     StaticResource.objects.create(uri="learn://row", name="row", text="r", access="protected", required_scopes="x")
     assert list_page(server, context(alice))["cacheScope"] == "private"
     StaticResource.objects.update(access="public", required_scopes="")
@@ -238,10 +257,10 @@ def test_a_protected_admin_row_makes_an_authenticated_listing_private(settings, 
     assert list_page(server, context(alice), prefix="learn://s")["cacheScope"] == "public"
 
 
-def test_a_page_that_reads_a_callers_inventory_is_private_and_uncached(settings, alice):
-    """An inventory source (a model template, a list() callback) is private and uncached whatever it declares;
-    its pages are private with ttl 0, and pages of the same listing that read only the repository keep the
-    repository's lifetime (each page is cached on its own) under the same private scope."""
+def test_every_page_of_a_listing_with_a_callers_inventory_is_private_and_uncached(settings, alice):
+    """An inventory source (a model template, a list() callback) is private and uncached whatever it declares, and
+    so is every page of a listing that includes one (seed 000), the pages that hold only the repository's entries
+    too (the demo's last pages, the handbook's, said ``private, 60000``)."""
     configure(settings, PAGE_SIZE=2, PUBLIC_CACHE_TTL_MS=300_000)
 
     class Cacheable(GenericSource):
@@ -250,15 +269,21 @@ def test_a_page_that_reads_a_callers_inventory_is_private_and_uncached(settings,
         def cache_control(self, request: HttpRequest) -> tuple[str, int]:
             return ("public", 60_000)
 
-    pager = ScrollPager({str(alice.pk): [(f"s{i}", f"S{i}") for i in range(5)]})
-    repository = shelf(pager, cache_control=lambda self, request: ("public", 45_000))
+    pager = ScrollPager({SHARED: [(f"s{i}", f"S{i}") for i in range(5)]})
+    repository = shelf(pager, shared=True, cache_control=lambda self, request: ("public", 45_000))
     Document.objects.bulk_create(Document(owner=alice, title=f"d{i}") for i in range(3))
     server = server_for(repository, PrivateDocuments, Cacheable)
     pages = walk(server, context(alice))
     assert [len(p["resources"]) for p in pages] == [2, 2, 2, 2, 2, 1]
     assert {p["cacheScope"] for p in pages} == {"private"}
-    # shelf, shelf, then the pages that read the documents or the callback (an inventory each).
-    assert [p["ttlMs"] for p in pages] == [45_000, 45_000, 0, 0, 0, 0]
+    # The shelf's pages first, then the documents' and the callback's: every one private with a zero lifetime.
+    assert [p["ttlMs"] for p in pages] == [0] * 6
+    # The demo's order: the inventories first, the repository last (its last pages hold only its own entries).
+    pages = walk(server_for(PrivateDocuments, Cacheable, repository), context(alice))
+    assert uris(pages[-2:]) == [shelf_uri(f"s{i}") for i in range(2, 5)]  # the shelf's entries only
+    assert [hint_of(p) for p in pages] == [("private", 0)] * 6
+    # Without an inventory the repository's own lifetime applies again.
+    assert {hint_of(p) for p in walk(server_for(repository), context(alice))} == {("public", 45_000)}
 
 
 def test_model_inventories_stay_private_and_uncached_whatever_they_declare(settings, alice):
@@ -288,7 +313,7 @@ def test_the_byte_bound_counts_the_longest_lifetime(settings, alice):
     """The page is measured with the widest ttlMs it could carry, so a long declared lifetime never pushes a
     page past MAX_RESPONSE_BYTES."""
     pager = ScrollPager({str(alice.pk): [(f"s{i}", "n" * 300) for i in range(6)]}, batch=6)
-    server = server_for(shelf(pager, cache_control=lambda self, request: ("public", MAX_TTL_MS)))
+    server = server_for(shelf(pager, cache_control=lambda self, request: ("private", MAX_TTL_MS)))
     configure(settings, MAX_RESPONSE_BYTES=1500)
     import json
 
@@ -309,3 +334,20 @@ def test_a_model_template_without_a_hint_keeps_the_listing_private(settings, ali
 
     Document.objects.create(owner=alice, title="x")
     assert hint_of(list_page(server_for(Plain), context(alice))) == ("private", 0)
+
+
+def test_the_demos_listing_is_private_and_uncached_to_its_last_page(settings, alice):
+    """The demo (its own registry): alice's documents, then the handbook's pages, which end the listing alone. Every
+    page is private with a zero lifetime (its last pages said ``private, 60000``); a read of a handbook page, the
+    same for every reader, stays public for a minute."""
+    from mcp_resources.registries import registry
+    from mcp_resources.server import MCPServer
+
+    configure(settings, PAGE_SIZE=2)
+    Document.objects.bulk_create(Document(owner=alice, title=f"d{i}") for i in range(3))
+    pages = walk(MCPServer(registry), context(alice))
+    assert uris(pages[-1:])
+    assert all(uri.startswith("handbook://") for uri in uris(pages[-1:]))
+    assert {hint_of(p) for p in pages} == {("private", 0)}
+    handbook = MCPServer(registry).call("resources/read", {"uri": uris(pages[-1:])[0]}, context(alice))
+    assert hint_of(handbook) == ("public", 60_000)

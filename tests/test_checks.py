@@ -519,6 +519,66 @@ def test_e013_listing_template_must_be_protected_and_discoverable():
     assert ids(check_templates(registry)) == ["mcp_resources.E013", "mcp_resources.E013"]
 
 
+def public_hint(self: Any, request: Any) -> tuple[str, int]:
+    return ("public", 60_000)
+
+
+def test_e036_public_cache_hint_on_answers_that_differ_by_caller():
+    """A public hint on a protected model template, a list() callback or a protected template (or repository) not
+    declared shared is refused with the reason; a public template and a shared one may declare it."""
+    registry = ResourceRegistry()
+    registry.register(type("PublicDocuments", (ValidDocuments,), {"cache_control": public_hint}))
+
+    def read(self: Any, request: Any, uri: str, variables: Any) -> str:
+        return ""
+
+    def inventory(self: Any, request: Any, *, after: Any, limit: int, prefix: str, deadline: float) -> Any:
+        return [], False
+
+    def template(name: str, **attrs: Any) -> type[ResourceTemplate]:
+        attrs = {"name": name, "uri_template": f"{name}://{{id}}", "read": read, "cache_control": public_hint, **attrs}
+        return registry.register(type(name.title(), (ResourceTemplate,), attrs))
+
+    template("inventory", list=inventory)
+    template("shared-inventory", list=inventory, shared=True)  # a caller's inventory can't be shared
+    template("protected")
+    template("handbook", shared=True)
+    template("forecast", access="public")
+    messages = check_templates(registry)
+    assert [(m.id, m.obj.__name__) for m in messages] == [
+        ("mcp_resources.E036", "PublicDocuments"),
+        ("mcp_resources.E036", "Inventory"),
+        ("mcp_resources.E036", "Shared-Inventory"),
+        ("mcp_resources.E036", "Protected"),
+    ]
+    assert (
+        "declares a public cache hint ('public', 60000), but a protected model template serves each caller's "
+        "own records" in messages[0].msg
+    )
+    assert "its list() callback lists each caller's own inventory" in messages[1].msg
+    assert "a protected template answers each caller on its own unless it declares shared = True" in messages[3].msg
+    assert messages[3].hint is not None
+    assert "set shared = True" in messages[3].hint
+
+
+def test_e036_a_hook_that_needs_a_caller_is_left_to_the_request_time_rule():
+    """A cache_control() that reads the caller cannot be asked at startup: no message, and at request time a
+    public answer of it still says private (tests/test_cache_hints.py)."""
+    registry = ResourceRegistry()
+
+    def per_user(self: Any, request: Any) -> tuple[str, int]:
+        return ("public", 1_000) if request.user.is_staff else ("private", 0)
+
+    def failing(self: Any, request: Any) -> tuple[str, int]:
+        return ("public", 1_000) if request.mcp_principal.subject.startswith("a") else ("private", 0)
+
+    registry.register(type("PerUser", (ValidDocuments,), {"cache_control": per_user}))
+    registry.register(
+        type("Failing", (ValidDocuments,), {"name": "failing", "uri_template": "f://{id}", "cache_control": failing})
+    )
+    assert check_templates(registry) == []
+
+
 @pytest.mark.parametrize("key", ["PAGESIZE", "PAGE_MAX_BYTES", "TOKEN_CACHE_SIZE"])
 def test_w001_unknown_setting(settings, key):
     """An unknown key warns, a typo and a key of a development version alike."""

@@ -1,17 +1,22 @@
-"""The template checks (E001-E010, E013, E019, E022, E023, E033, E034, W002): each a pure function of a registry."""
+"""The template checks (E001-E010, E013, E019, E022, E023, E033, E034, E036, W002): each a pure function of a
+registry."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
 from django.core import checks
 from django.core.exceptions import FieldDoesNotExist, ImproperlyConfigured
 from django.db import models
+from django.http import HttpRequest
 
 from mcp_resources.access import ACCESS_POLICIES, PUBLIC
+from mcp_resources.caching import CacheHint, cache_hint
 from mcp_resources.listing.sources import MIME_TYPE_MAX_LENGTH
 from mcp_resources.ownership import owner_path
+from mcp_resources.principal import ANONYMOUS
 from mcp_resources.protocol.uris import templates_overlap
 from mcp_resources.registries import ResourceRegistry, uri_template_error
 from mcp_resources.resources import ModelResourceTemplate, ResourceRepository, ResourceTemplate
@@ -89,6 +94,7 @@ def check_templates(registry: ResourceRegistry) -> list[checks.CheckMessage]:
                     "Only a protected, discoverable template may list a caller's resources.",
                 )
             )
+        errors.extend(check_cache_hint(template))
         if isinstance(template, ModelResourceTemplate) and template in compiled:
             errors.extend(check_model_template(template))
     for i, first in enumerate(compiled):
@@ -104,6 +110,46 @@ def check_templates(registry: ResourceRegistry) -> list[checks.CheckMessage]:
                     )
                 )
     return errors
+
+
+def declared_hint(template: ResourceTemplate) -> CacheHint | None:
+    """The hint ``template.cache_control()`` declares, asked with a request that carries no caller (``None`` when
+    it declares none, or when the hook cannot answer without a caller: then only the request-time rule holds)."""
+    request = HttpRequest()
+    request.user = AnonymousUser()
+    request.mcp_principal = ANONYMOUS  # type: ignore[attr-defined]
+    try:
+        return cache_hint(template.cache_control(request))
+    except Exception:  # a hook that reads the caller's data: the request-time rule still applies
+        return None
+
+
+def check_cache_hint(template: ResourceTemplate) -> list[checks.CheckMessage]:
+    """E036: a ``"public"`` cache hint on a template whose answers differ by caller (:attr:`per_caller`)."""
+    hint = declared_hint(template)
+    if hint is None or hint.private or not template.per_caller:
+        return []
+    cls_name = type(template).__name__
+    if isinstance(template, ModelResourceTemplate):
+        why, fix = "a protected model template serves each caller's own records", "Declare ('private', ttl_ms)."
+    elif template.lists_instances and not isinstance(template, ResourceRepository):
+        why, fix = "its list() callback lists each caller's own inventory", "Declare ('private', ttl_ms)."
+    else:
+        kind = "repository" if isinstance(template, ResourceRepository) else "template"
+        why = f"a protected {kind} answers each caller on its own unless it declares shared = True"
+        fix = (
+            "Declare ('private', ttl_ms); or, when every caller who may access it gets the same answers (a handbook "
+            "behind a scope), set shared = True."
+        )
+    return [
+        _error(
+            f"{cls_name}.cache_control() declares a public cache hint {(hint.scope, hint.ttl_ms)!r}, but {why}: a "
+            "shared cache would serve one caller's answer to another. Its answers say 'private'.",
+            template,
+            "E036",
+            fix,
+        )
+    ]
 
 
 def check_model_template(template: ModelResourceTemplate) -> list[checks.CheckMessage]:

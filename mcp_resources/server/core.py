@@ -250,7 +250,10 @@ class MCPServer:
                 declared = self.static_hint(resource["uri"])
                 return default_ttl if declared is None else declared.ttl_ms
 
-            result["ttlMs"] = page.ttl_ms(hints, static_ttl, default_ttl)
+            # Seed 000: a listing that includes a caller's inventory is private with a zero lifetime, every page of
+            # it (one that holds only a repository's or static entries as well).
+            inventory = any(not isinstance(source, ResourceRepository) for source in sources)
+            result["ttlMs"] = 0 if inventory else page.ttl_ms(hints, static_ttl, default_ttl)
             result["cacheScope"] = self.list_scope(ctx, hints, prefix)
         return result
 

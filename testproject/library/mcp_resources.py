@@ -86,6 +86,7 @@ class HandbookRepository(ResourceRepository):
     description = "The demo library's handbook, the same for every reader."
     mime_type = "text/markdown"
     required_scopes = ("documents:read",)
+    shared = True  # every reader lists and reads the same pages: its public cache hint is allowed (E036)
     pager = DirectoryPager()
 
     def cache_control(self, request: HttpRequest) -> tuple[str, int]:
