@@ -186,33 +186,7 @@ def check_model_template(template: ModelResourceTemplate) -> list[checks.CheckMe
             )
     if template.queryset is not None and getattr(template.queryset, "model", None) is not model:
         errors.append(_error(f"{cls_name}.queryset is not a queryset of {cls_name}.model.", template, "E019"))
-    ordering = list(template.ordering)
-    if not ordering:
-        errors.append(_error(f"{cls_name}.ordering is empty.", template, "E004"))
-    else:
-        for position, name in enumerate(ordering):
-            field = _model_field(model, name)
-            if field is None:
-                errors.append(_error(f"{cls_name}.ordering names unknown field {name!r}.", template, "E004"))
-                break
-            if field.null:
-                errors.append(
-                    checks.Warning(
-                        f"{cls_name}.ordering field {name!r} is nullable; NULL keys break paging.",
-                        hint="Keyset pagination compares values; order by non-null fields only.",
-                        obj=type(template),
-                        id="mcp_resources.W002",
-                    )
-                )
-            if position == len(ordering) - 1 and not ((field.primary_key or field.unique) and not field.null):
-                errors.append(
-                    _error(
-                        f"{cls_name}.ordering must end in a unique, non-null field; {name!r} is not.",
-                        template,
-                        "E004",
-                        "Append the primary key, e.g. ordering = ('created', 'pk').",
-                    )
-                )
+    errors.extend(check_ordering(template))
     variables = set(template.compiled.variables)
     lookups = template.get_lookups()
     if set(lookups) != variables:
@@ -240,6 +214,87 @@ def check_model_template(template: ModelResourceTemplate) -> list[checks.CheckMe
         )
     errors.extend(check_metadata_fields(template))
     return errors
+
+
+def check_ordering(template: ModelResourceTemplate) -> list[checks.CheckMessage]:
+    """E004 (an ordering that cannot be a keyset) and W002 (a nullable field of the model itself in it).
+
+    A field may follow forward relations (``organization__slug``) when every hop is a non-null ``ForeignKey`` or
+    ``OneToOneField`` and the field it ends at is not nullable: the join then keeps each record once, with a key.
+    """
+    cls_name = type(template).__name__
+    assert template.model is not None
+    ordering = list(template.ordering)
+    if not ordering:
+        return [_error(f"{cls_name}.ordering is empty.", template, "E004")]
+    errors: list[checks.CheckMessage] = []
+    for position, name in enumerate(ordering):
+        if not isinstance(name, str):
+            errors.append(_error(f"{cls_name}.ordering holds {name!r}, which is not a field name.", template, "E004"))
+            break
+        field, refusal = _ordering_field(template.model, name)
+        if field is None:
+            errors.append(_error(f"{cls_name}.ordering names unknown field {name!r}.", template, "E004"))
+            break
+        if refusal is not None:
+            errors.append(
+                _error(
+                    f"{cls_name}.ordering field {name!r} {refusal}.",
+                    template,
+                    "E004",
+                    "Order through non-null ForeignKey or OneToOneField relations to a non-null field, such as "
+                    "ordering = ('organization__slug', 'id') where Customer.organization and Organization.slug are "
+                    "not nullable.",
+                )
+            )
+            break
+        if field.null:
+            errors.append(
+                checks.Warning(
+                    f"{cls_name}.ordering field {name!r} is nullable; NULL keys break paging.",
+                    hint="Keyset pagination compares values; order by non-null fields only.",
+                    obj=type(template),
+                    id="mcp_resources.W002",
+                )
+            )
+        if position == len(ordering) - 1 and ("__" in name or not (field.primary_key or field.unique) or field.null):
+            errors.append(
+                _error(
+                    f"{cls_name}.ordering must end in a unique, non-null field of {template.model._meta.label}; "
+                    f"{name!r} is not.",
+                    template,
+                    "E004",
+                    "Append the primary key, e.g. ordering = ('created', 'pk').",
+                )
+            )
+    return errors
+
+
+def _ordering_field(model: type[models.Model], name: str) -> tuple[Any, str | None]:
+    """The field an ordering ``name`` ends at (``None``: unknown), and why it cannot order a keyset through its
+    relations (``None``: it can)."""
+    current: Any = model
+    parts = name.split("__")
+    for index, part in enumerate(parts):
+        field = _model_field(current, part)
+        if field is None:
+            return None, None
+        if index == len(parts) - 1:
+            if not getattr(field, "concrete", False):
+                return None, None
+            if index and field.null:
+                return field, "ends at a nullable field through a relation (NULL keys break paging)"
+            return field, None
+        if not (field.many_to_one or field.one_to_one) or not field.concrete or field.related_model is None:
+            return field, (
+                f"follows {part!r}, a relation to many records (a record would be listed once per related row)"
+                if field.is_relation
+                else f"follows {part!r}, which is not a relation"
+            )
+        if field.null:
+            return field, f"follows the nullable relation {part!r} (a record without one has no key)"
+        current = field.related_model
+    return None, None
 
 
 def check_metadata_fields(template: ModelResourceTemplate) -> list[checks.CheckMessage]:

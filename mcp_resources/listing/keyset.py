@@ -4,16 +4,24 @@ Never OFFSET, never a collection sliced in memory. Compound orderings are expand
 conjunct starts an index range. String keys compare in byte (code point) order on every backend: SQLite's default
 ``BINARY`` collation already does; PostgreSQL needs ``COLLATE "C"`` on both the ``ORDER BY`` and the comparison,
 or a locale collation would reorder keys and pages would skip or repeat rows.
+
+An ordering field may follow forward relations (``organization__slug``): each hop a non-null ``ForeignKey`` or
+``OneToOneField`` (``mcp_resources.E004`` refuses the others), so the join is an inner join that keeps each record
+once with a non-null key. A key through a relation, and a foreign key itself, is ordered and compared through an
+alias of its column (``F("organization__slug")``, byte-ordered for text): never through the related model's
+``Meta.ordering``, which ``order_by("organization")`` would apply.
 """
 
 from __future__ import annotations
 
 import datetime
 import decimal
+import operator
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from django.core.exceptions import FieldDoesNotExist
 from django.db import connections, models
 from django.db.models import F, Q, QuerySet
 from django.db.models.expressions import Expression
@@ -45,31 +53,65 @@ def order_after(queryset: QuerySet[Any], field: str, after: str | None, limit: i
 
 
 def resolve_field(model: type[models.Model], name: str) -> models.Field[Any, Any]:
-    if name == "pk":
-        pk = model._meta.pk
-        assert pk is not None
-        return pk
-    field = model._meta.get_field(name)
-    assert isinstance(field, models.Field)
-    return field
+    """The concrete field an ordering name ends at: ``"pk"``, a field of ``model``, or a path through forward
+    relations (``organization__slug``); ``FieldDoesNotExist`` for any other path."""
+    current: Any = model
+    parts = name.split("__")
+    for index, part in enumerate(parts):
+        field = current._meta.pk if part == "pk" else current._meta.get_field(part)
+        if index == len(parts) - 1:
+            assert isinstance(field, models.Field)
+            return field
+        if not (field.many_to_one or field.one_to_one) or not field.concrete or field.related_model is None:
+            raise FieldDoesNotExist(f"{name!r} does not follow forward relations to one related record")
+        current = field.related_model
+    raise FieldDoesNotExist(name)  # pragma: no cover - split() returns at least one part
+
+
+def follows_relation(model: type[models.Model], name: str) -> bool:
+    """Whether the ordering name ``name`` is a path through a relation or a relation itself (a foreign key's
+    value is its column): such a key is read from an alias of its column, not from the instance's own field."""
+    return "__" in name or resolve_field(model, name).is_relation
 
 
 def _sort_expressions(queryset: QuerySet[Any], ordering: Sequence[str]) -> tuple[QuerySet[Any], list[str]]:
-    """Annotate byte-ordered aliases for text fields; return the queryset and the names to order by."""
+    """Annotate byte-ordered aliases for text fields (and aliases of relation paths); return the queryset and the
+    names to order by."""
     names = []
     annotations = {}
     for i, name in enumerate(ordering):
         field = resolve_field(queryset.model, name)
-        attname = field.name if name != "pk" else "pk"
         if isinstance(field, _TEXT_FIELDS):
             alias = f"_mcp_key_{i}"
-            annotations[alias] = byte_ordered(field.name, queryset.db)
+            annotations[alias] = byte_ordered(name if "__" in name else field.name, queryset.db)
+            names.append(alias)
+        elif follows_relation(queryset.model, name):
+            alias = f"_mcp_key_{i}"
+            annotations[alias] = F(name)
             names.append(alias)
         else:
-            names.append(attname)
+            names.append(field.name if name != "pk" else "pk")
     if annotations:
         queryset = queryset.alias(**annotations)
     return queryset, names
+
+
+def with_key_values(queryset: QuerySet[Any], ordering: Sequence[str]) -> tuple[QuerySet[Any], Any]:
+    """``queryset`` selecting what a model instance does not hold of its ordering values (the values of relation
+    paths, read in the page query itself: never a query per row), and a function giving an instance's key."""
+    model = queryset.model
+    getters: list[Any] = []
+    annotations = {}
+    for i, name in enumerate(ordering):
+        if "__" in name:
+            alias = f"_mcp_position_{i}"
+            annotations[alias] = F(name)
+            getters.append(operator.attrgetter(alias))
+        else:
+            getters.append(operator.attrgetter("pk" if name == "pk" else resolve_field(model, name).attname))
+    if annotations:
+        queryset = queryset.annotate(**annotations)
+    return queryset, lambda obj: tuple([get(obj) for get in getters])
 
 
 def keyset_filter(names: Sequence[str], values: Sequence[Any]) -> Q:

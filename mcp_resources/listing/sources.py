@@ -26,7 +26,7 @@ from mcp_resources.access import may_access
 from mcp_resources.cancellation import cancellable_queries
 from mcp_resources.exceptions import BadPosition, DeadlineExceeded, SourceContractError
 from mcp_resources.listing.compiled import DeclaredListing, StaticListing, declared_listing
-from mcp_resources.listing.keyset import decode_position, keyset_queryset, order_after, resolve_field
+from mcp_resources.listing.keyset import decode_position, keyset_queryset, order_after, with_key_values
 from mcp_resources.listing.plan import NAME_MAX_LENGTH, ListPlan, list_plan, over_limit
 from mcp_resources.listing.prefix import prefix_variables
 from mcp_resources.models import StaticResource
@@ -179,7 +179,10 @@ def model_page(
             queryset = queryset.filter(**filters)
         except (ValueError, TypeError):
             return [], False
+    key_of: Any = None
     try:
+        if plan is None:
+            queryset, key_of = with_key_values(queryset, ordering)
         query = keyset_queryset(queryset, ordering, position, limit)
         if plan is not None:
             query = query.values_list(*plan.columns)
@@ -200,8 +203,7 @@ def model_page(
     if plan is not None:
         pairs = plan.entries(rows)
     else:
-        attnames = [resolve_field(template.model, name).attname if name != "pk" else "pk" for name in ordering]
-        pairs = [(tuple([getattr(obj, a) for a in attnames]), template.get_resource(request, obj)) for obj in rows]
+        pairs = [(key_of(obj), template.get_resource(request, obj)) for obj in rows]
         # URIs are checked to read back only where a hook could spell them otherwise than the template does.
         spelled = type(template).get_uri is not ModelResourceTemplate.get_uri or (
             type(template).get_resource is not ModelResourceTemplate.get_resource
@@ -257,7 +259,7 @@ def _position(template: ModelResourceTemplate, ordering: list[Any], after: Any) 
 def _only_fields(template: ModelResourceTemplate) -> list[str]:
     """``list_fields`` plus what the listing itself reads: ordering fields, the lookups' first fields, and the
     modification and size fields."""
-    names = [*(template.list_fields or ()), *template.ordering]
+    names = [*(template.list_fields or ()), *(name.split("__", 1)[0] for name in template.ordering)]
     names += [path.split("__", 1)[0] for path in (template.modified_field, template.size_field) if path is not None]
     names += [lookup.split("__", 1)[0] for lookup in template.get_lookups().values()]
     return list(dict.fromkeys(names))
