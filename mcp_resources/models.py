@@ -1,4 +1,5 @@
-"""Persistent models: static resources managed in the Django admin."""
+"""Persistent models: static resources managed in the Django admin, and the authorization codes the project's own
+authorization server exchanged (to revoke their tokens when a code is used again)."""
 
 from __future__ import annotations
 
@@ -146,3 +147,24 @@ class StaticResource(models.Model):
         if self.binary is not None and len(self.binary):
             return bytes(self.binary)
         return self.text
+
+
+class RedeemedCode(models.Model):
+    """An authorization code this server's authorization server exchanged for tokens, remembered so that a second
+    use of it revokes what the first one issued (RFC 6749 sections 4.1.2 and 10.5; ``mcp_resources.auth.validators``).
+
+    Only digests are stored: the code's SHA-256 (with the client id) and the access token's checksum; the refresh
+    token's family finds every token refreshed from it since.
+    """
+
+    code_digest = models.CharField(_("code digest"), max_length=64, db_index=True)
+    access_token_checksum = models.CharField(_("access token checksum"), max_length=64)
+    token_family = models.UUIDField(_("token family"), null=True, blank=True)
+    expires = models.DateTimeField(_("expires"), db_index=True)
+
+    class Meta:
+        verbose_name = _("redeemed authorization code")
+        verbose_name_plural = _("redeemed authorization codes")
+
+    def __str__(self) -> str:
+        return self.code_digest[:12]

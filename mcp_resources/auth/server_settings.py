@@ -51,7 +51,8 @@ def authorization_server_settings(
 
     Only the authorization code grant (with refresh tokens) is served; PKCE is required and S256 is its only
     method; the authorization response carries the RFC 9207 ``iss``; tokens are stored hashed; access tokens in
-    query strings are refused; a replayed refresh token revokes its family. The RFC 8707 ``resource`` of the
+    query strings are refused; a replayed refresh token revokes its family, and a replayed authorization code revokes
+    the tokens issued from it (``mcp_resources.auth.validators``). The RFC 8707 ``resource`` of the
     authorization and token requests is stored on each grant and token by django-oauth-toolkit itself.
     """
     if not isinstance(scopes, Mapping) or not scopes:
@@ -83,6 +84,8 @@ def authorization_server_settings(
         "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
         "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
         "REFRESH_TOKEN_REUSE_PROTECTION": True,
+        # django-oauth-toolkit's validator, and a replayed authorization code revokes the tokens issued from it.
+        "OAUTH2_VALIDATOR_CLASS": "mcp_resources.auth.validators.OAuth2Validator",
         "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
         "ACCESS_TOKEN_EXPIRE_SECONDS": access_token_expire_seconds,
         "REFRESH_TOKEN_EXPIRE_SECONDS": refresh_token_expire_seconds,
