@@ -44,7 +44,7 @@ class OAuth2Validator(ToolkitValidator):
             self.remember_exchange(request.code, request.client.client_id, token)
 
     def remember_exchange(self, code: str, client_id: str, token: dict[str, Any]) -> None:
-        """Record that ``code`` was exchanged for ``token`` (the access token's checksum, the refresh token's family)."""
+        """Record that ``code`` was exchanged for ``token`` (its access token checksum, its refresh token family)."""
         checksum = hashlib.sha256(str(token["access_token"]).encode()).hexdigest()
         refresh = get_refresh_token_model().objects.filter(access_token__token_checksum=checksum).first()
         lifetime = max(
