@@ -15,7 +15,7 @@ DEMO_ENV := MCP_RESOURCE_URI=http://127.0.0.1:$(PORT)/mcp
 NEEDS_DEMO_DB = @[ "$$MCP_TEST_DB" = postgres ] || [ -f "$(MCP_DEMO_DB)" ] || { \
 	echo "No demo database at $(MCP_DEMO_DB): run '$(strip make demo $(DEMO_ARGS))' first." >&2; exit 1; }
 
-.PHONY: install demo token manage test lint typecheck pytest pytest-postgres dist conformance benchmarks clean \
+.PHONY: install demo token manage test lint typecheck docs pytest pytest-postgres dist conformance benchmarks clean \
 	ts-install teams-wheel teams-install pytest-teams pytest-teams-postgres
 
 $(VENV)/.installed: pyproject.toml
@@ -83,7 +83,16 @@ pytest-postgres: install ts-install
 	MCP_TEST_DB=postgres MCP_TEST_CONN_MAX_AGE=none $(VENV)/bin/pytest $(PG_QUERY_TESTS)
 	MCP_TEST_DB=postgres MCP_TEST_CONN_MAX_AGE=none MCP_TEST_PG_BINDING=server $(VENV)/bin/pytest $(PG_QUERY_TESTS)
 
-test: lint typecheck pytest pytest-postgres pytest-teams pytest-teams-postgres
+# The documentation site (docs/, Sphinx + MyST + Furo) into docs/_build/html, from scratch (-E), warnings as errors and
+# nitpicky: a link to a missing page or heading anchor, a reference to an undocumented object or a broken docstring
+# fails it. That is the internal link check; external links are not checked (no network; Sphinx's linkcheck is not
+# run). Every snippet of the pages is compiled or run by tests/test_docs_snippets.py (in `pytest`).
+DOCS_OUT ?= docs/_build/html
+
+docs: install
+	$(VENV)/bin/sphinx-build -E -b html -n -W --keep-going -q docs $(DOCS_OUT)
+
+test: lint typecheck docs pytest pytest-postgres pytest-teams pytest-teams-postgres
 
 # The TypeScript SDK (latest @modelcontextprotocol/sdk 1.x) on Node 22 (the npm package node@22, as the conformance
 # suite installs it), into tests/ts/node_modules/ (gitignored). Without npm its tests are skipped, except under CI.
@@ -156,5 +165,5 @@ soak: install
 		--update-rate $(SOAK_UPDATE_RATE) $(SOAK_ARGS)
 
 clean:
-	rm -rf $(VENV) .conformance demo.sqlite3 .pytest_cache .mypy_cache .ruff_cache $(TS_DIR)/node_modules \
+	rm -rf $(VENV) .conformance demo.sqlite3 docs/_build .pytest_cache .mypy_cache .ruff_cache $(TS_DIR)/node_modules \
 		$(TEAMS_VENV) build dist

@@ -14,5 +14,7 @@ from __future__ import annotations
 
 from django.dispatch import Signal
 
+#: Sent when a static resource is registered from code; ``registry``, ``resource``, ``previous`` (or ``None``).
 resource_registered = Signal()
+#: Sent when a code-registered static resource is removed; ``registry`` and ``resource``.
 resource_unregistered = Signal()

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 app_name = "mcp_resources"
 
+#: The endpoint, for ``path("mcp", include("mcp_resources.urls"))`` (URL name ``mcp_resources:endpoint``).
 urlpatterns = [
     path("", MCPView.as_view(), name="endpoint"),
 ]

@@ -36,6 +36,11 @@ if TYPE_CHECKING:
     )
 
 
+def __dir__() -> list[str]:
+    # The lazy names too: dir(), autocompletion and the API reference's autodoc see every public name.
+    return sorted({*globals(), *__all__})
+
+
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
