@@ -17,6 +17,11 @@ Requests go through Django's test client, so the project's URLconf, middleware a
 data the client received; a 401 as :class:`~mcp_resources.exceptions.AuthenticationRequired` and a 403 as
 :class:`~mcp_resources.exceptions.InsufficientScope`. ``client.post_message(method, params)`` returns the raw
 response.
+
+An unexpected exception (a bug in a template) is raised as it is, like DRF's ``APIClient`` and Django's test
+client: the endpoint sends ``got_request_exception``, which the test client re-raises after the response.
+``MCPClient(raise_request_exception=False)`` gets the answer a real client gets instead: ``MCPError`` -32603
+``"Internal error"`` with no detail.
 """
 
 from __future__ import annotations
@@ -63,8 +68,15 @@ class _ForcedAuthHandler(ClientHandler):
 class MCPClient(Client):
     """Calls the MCP endpoint of this project as an MCP client would, through Django's test client."""
 
-    def __init__(self, *, protocol_version: str = LATEST_VERSION, path: str | None = None, **defaults: Any) -> None:
-        super().__init__(**defaults)
+    def __init__(
+        self,
+        *,
+        protocol_version: str = LATEST_VERSION,
+        path: str | None = None,
+        raise_request_exception: bool = True,
+        **defaults: Any,
+    ) -> None:
+        super().__init__(raise_request_exception=raise_request_exception, **defaults)
         self.handler: _ForcedAuthHandler = _ForcedAuthHandler(enforce_csrf_checks=False)
         self.protocol_version = protocol_version
         self.path = path or _endpoint_path()

@@ -279,3 +279,25 @@ def test_requests_go_through_the_middleware(
     else:  # initialize, notifications/initialized, then the two reads
         assert len(MIDDLEWARE_LOG) == 4
         assert [entry["status"] for entry in MIDDLEWARE_LOG] == [200, 202, 200, 200]
+
+
+# Unexpected exceptions -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", ["2026-07-28", "2025-11-25"])
+def test_a_template_bug_is_raised_as_it_is(settings: Any, version: str) -> None:
+    """Like DRF's APIClient: the original exception, not ``MCPError("Internal error")`` without a cause."""
+    settings.ROOT_URLCONF = "tests.urls_extra"
+    client = MCPClient(protocol_version=version, path="/mcp")
+    with pytest.raises(RuntimeError, match="hunter2"):
+        client.read_resource("extra://boom/1")
+
+
+@pytest.mark.parametrize("version", ["2026-07-28", "2025-11-25"])
+def test_raise_request_exception_false_gets_what_a_client_gets(settings: Any, version: str) -> None:
+    settings.ROOT_URLCONF = "tests.urls_extra"
+    client = MCPClient(protocol_version=version, path="/mcp", raise_request_exception=False)
+    with pytest.raises(MCPError) as caught:
+        client.read_resource("extra://boom/1")
+    assert (caught.value.code, caught.value.message, caught.value.data) == (-32603, "Internal error", None)
+    assert client.read_resource("extra://visible/1")["contents"][0]["text"] == "visible 1"  # the client goes on

@@ -15,6 +15,7 @@ import http.client
 import json
 import re
 import secrets
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -24,6 +25,7 @@ from urllib.parse import urlsplit
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import pytest
+from django.core.signals import got_request_exception
 from django.core.wsgi import get_wsgi_application
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model
@@ -1349,6 +1351,33 @@ def test_unexpected_exception_is_generic_internal_error(endpoint: Endpoint, era:
     text = reply.body.decode()
     for leak in (SECRET_DETAIL, "hunter2", "RuntimeError", "Traceback", "urls_extra", 'File "'):
         assert leak not in text
+
+
+@pytest.mark.usefixtures("extra")
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
+def test_an_unexpected_exception_reaches_djangos_got_request_exception(endpoint: Endpoint, era: str) -> None:
+    """Error trackers (Sentry, Rollbar) listen to ``got_request_exception`` while the exception is being handled,
+    as for any view that raises: they hear of the template's bug with its request, the client still gets only a
+    generic -32603."""
+    heard: list[tuple[str, BaseException | None]] = []
+
+    def tracker(sender: Any, request: Any = None, **kwargs: Any) -> None:
+        heard.append((request.path, sys.exc_info()[1]))
+
+    got_request_exception.connect(tracker)
+    try:
+        if era == "2026-07-28":
+            reply = endpoint.read("extra://boom/1", id="boom")
+        else:
+            session, _ = endpoint.session()
+            reply = endpoint.session_message(session, "resources/read", {"uri": "extra://boom/1"}, id="boom")
+    finally:
+        got_request_exception.disconnect(tracker)
+    assert reply.json["error"] == {"code": INTERNAL_ERROR, "message": "Internal error"}
+    [(path, exc)] = heard
+    assert path == "/mcp"
+    assert isinstance(exc, RuntimeError)
+    assert str(exc) == SECRET_DETAIL
 
 
 # The middleware stack -----------------------------------------------------------------------------------

@@ -16,6 +16,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from django.core.signals import got_request_exception
+
 from mcp_resources.access import PROTECTED, PUBLIC, authorize, may_access
 from mcp_resources.caching import MAX_TTL_MS, NO_CACHE, PRIVATE_SCOPE, PUBLIC_SCOPE, CacheHint, combine, default_hint
 from mcp_resources.conf import mcp_settings
@@ -128,6 +130,9 @@ class MCPServer:
             raise
         except Exception as exc:
             logger.exception("MCP %s failed", method)
+            # As Django's handler does for a view that raises: error trackers (Sentry, Rollbar), and the test
+            # client's raise_request_exception, hear of it; the caller still gets only a generic -32603.
+            got_request_exception.send(sender=type(self), request=ctx.request)
             raise InternalError() from exc
         if ctx.stateless:
             result.setdefault("resultType", "complete")

@@ -19,6 +19,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import DisallowedHost, RequestDataTooBig
+from django.core.signals import got_request_exception
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
@@ -235,6 +236,7 @@ class MCPView(View):
             return super().dispatch(request, *args, **kwargs)  # type: ignore[return-value]
         except Exception:
             logger.exception("unexpected error in the MCP endpoint")
+            got_request_exception.send(sender=type(self), request=request)
             return error_response(InternalError(request_id=None), 200)
 
     def http_method_not_allowed(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
@@ -446,6 +448,7 @@ class MCPView(View):
             return self._prepare_listen(request)
         except Exception:
             logger.exception("unexpected error preparing a listen stream")
+            got_request_exception.send(sender=type(self), request=request)
             return error_response(InternalError(request_id=None), 200)
 
     def _prepare_listen(self, request: HttpRequest) -> HttpResponse | StreamPlan:
