@@ -286,6 +286,15 @@ class ModelResourceTemplate(ResourceTemplate):
         assert self.model is not None
         return self.model._default_manager.all()
 
+    @property
+    def fixed_rows(self) -> bool:
+        """Whether :meth:`base_queryset` cannot change from one request to the next: ``queryset`` is declared, or the
+        model's default manager is Django's own ``Manager`` (a manager of the project's may filter per request: a
+        tenant held in a context variable, ``timezone.now()``). Only such rows are compiled once and run again."""
+        if self.queryset is not None:
+            return True
+        return self.model is not None and type(self.model._default_manager) is models.Manager
+
     def get_queryset(self, request: HttpRequest) -> models.QuerySet[Any]:
         """Return the records this caller may see.
 
@@ -353,8 +362,13 @@ class ModelResourceTemplate(ResourceTemplate):
             and cls.read is ModelResourceTemplate.read
         )
 
+    readers_per_query: ClassVar[int] = 500
+    """How many callers :meth:`get_readers` decides in one query (one selected column each): a record shared by
+    thousands of readers is decided in several queries, under PostgreSQL's 1,664 columns and SQLite's 2,000."""
+
     def get_readers(self, variables: Mapping[str, Any], owners: Sequence[Any]) -> set[Any]:
-        """Which of ``owners`` (user primary keys) may read the record for ``variables``, in one query.
+        """Which of ``owners`` (user primary keys) may read the record for ``variables``, in one query for each
+        ``readers_per_query`` of them.
 
         The same answer as :meth:`get_object` through each owner's queryset, for templates where
         :attr:`decides_readers_in_one_query`; change notifications use it to re-check many subscribers at once.
@@ -365,19 +379,26 @@ class ModelResourceTemplate(ResourceTemplate):
         if not owners or any(isinstance(value, str) and "\x00" in value for value in lookups.values()):
             return set()
         path = owner_path(self.model, self.owner_field)
-        owners = list(dict.fromkeys(owners))
-        names = [f"mcp_reader_{index}" for index in range(len(owners))]
-        flags: dict[str, Any] = {}
-        for name, owner in zip(names, owners, strict=True):
-            condition = path.scope(owner)
-            flags[name] = condition if path.many_valued else models.ExpressionWrapper(condition, models.BooleanField())
-        try:
-            rows = list(self.base_queryset().filter(**lookups).annotate(**flags).values_list(*names)[:2])
-        except (ValidationError, ValueError, TypeError, OverflowError):
-            return set()
-        if len(rows) != 1:
-            return set()  # no record, or several (get_object finds none of them)
-        return {owner for owner, allowed in zip(owners, rows[0], strict=True) if allowed}
+        unique = list(dict.fromkeys(owners))
+        size = max(1, self.readers_per_query)
+        readers: set[Any] = set()
+        for start in range(0, len(unique), size):
+            chunk = unique[start : start + size]
+            names = [f"mcp_reader_{index}" for index in range(len(chunk))]
+            flags: dict[str, Any] = {}
+            for name, owner in zip(names, chunk, strict=True):
+                condition = path.scope(owner)
+                flags[name] = (
+                    condition if path.many_valued else models.ExpressionWrapper(condition, models.BooleanField())
+                )
+            try:
+                rows = list(self.base_queryset().filter(**lookups).annotate(**flags).values_list(*names)[:2])
+            except (ValidationError, ValueError, TypeError, OverflowError):
+                return set()
+            if len(rows) != 1:
+                return set()  # no record, or several (get_object finds none of them)
+            readers.update(owner for owner, allowed in zip(chunk, rows[0], strict=True) if allowed)
+        return readers
 
     def get_contents(self, request: HttpRequest, obj: models.Model) -> Any:
         """What ``resources/read`` returns for ``obj``: a str, bytes, a contents dict or a list of them."""

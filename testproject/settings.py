@@ -28,6 +28,7 @@ INSTALLED_APPS = [
     "mcp_resources",
     "testproject.library",
     "testproject.conformance",
+    "testproject.agreement",
 ]
 
 MIDDLEWARE = [

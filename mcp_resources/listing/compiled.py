@@ -197,6 +197,7 @@ def declared_listing(template: ModelResourceTemplate, columns: Sequence[str]) ->
     cls = type(template)
     declared = (
         template.model is not None
+        and template.fixed_rows  # never a manager that may filter per request
         and template.owner_field is not None
         and cls.get_queryset is ModelResourceTemplate.get_queryset
         and cls.base_queryset is ModelResourceTemplate.base_queryset
