@@ -21,16 +21,25 @@ current_tenant: ContextVar[str | None] = ContextVar("agreement_current_tenant", 
 class Organization(models.Model):
     name = models.CharField(max_length=100)
 
+    def __str__(self) -> str:
+        return self.name
+
 
 class Staff(models.Model):
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="staff")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+
+    def __str__(self) -> str:
+        return f"{self.user_id} at {self.organization_id}"
 
 
 class Workspace(models.Model):
     name = models.CharField(max_length=100)
     organization = models.ForeignKey(Organization, on_delete=models.SET_NULL, null=True, related_name="workspaces")
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Seat", related_name="+")
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class Seat(models.Model):
@@ -39,6 +48,9 @@ class Seat(models.Model):
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="seats")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     role = models.CharField(max_length=20, default="member")
+
+    def __str__(self) -> str:
+        return f"{self.user_id} in {self.workspace_id}"
 
 
 class TenantManager(models.Manager["Record"]):
@@ -59,7 +71,7 @@ class Record(models.Model):
     archived = models.BooleanField(default=False)
 
     objects = TenantManager()
-    everything = models.Manager()
+    everything = models.Manager()  # noqa: DJ012 (a second manager, not a field)
 
     class Meta:
         base_manager_name = "everything"
