@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from django.core.exceptions import FieldDoesNotExist, ImproperlyConfigured, ObjectDoesNotExist, ValidationError
 from django.db import models
 
-from mcp_resources import metadata
+from mcp_resources import fastpaths, metadata
 from mcp_resources.access import PROTECTED, PUBLIC
 from mcp_resources.caching import PRIVATE_SCOPE, CacheHint, cache_hint
 from mcp_resources.exceptions import ResourceNotFound
@@ -251,7 +251,27 @@ class ModelResourceTemplate(ResourceTemplate):
     list_fields: ClassVar[Sequence[str] | None] = None
     modified_field: ClassVar[str | None] = None
     size_field: ClassVar[str | None] = None
+    fast_paths: ClassVar[frozenset[str]] = fastpaths.ALL
     _targets: dict[str, models.Field[Any, Any] | None] | None = None
+    _fast_paths_from: ClassVar[type[ModelResourceTemplate] | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Settle ``fast_paths``: as declared in the class body, else those of the class it inherits them from
+        that none of the hooks this class defines anew stands in front of (:mod:`mcp_resources.fastpaths`)."""
+        super().__init_subclass__(**kwargs)
+        if "fast_paths" in cls.__dict__:
+            declared = frozenset(cls.__dict__["fast_paths"])
+            unknown = sorted(declared - fastpaths.ALL)
+            if unknown:
+                raise ImproperlyConfigured(
+                    f"{cls.__name__}.fast_paths names unknown fast paths {unknown}: "
+                    f"choose among {sorted(fastpaths.ALL)}"
+                )
+            cls.fast_paths = declared
+            cls._fast_paths_from = cls
+            return
+        origin = cls._fast_paths_from or ModelResourceTemplate
+        cls.fast_paths = origin.fast_paths & fastpaths.granted(cls, origin)
 
     @property
     def lists_instances(self) -> bool:
@@ -353,14 +373,9 @@ class ModelResourceTemplate(ResourceTemplate):
     @property
     def decides_readers_in_one_query(self) -> bool:
         """Whether :meth:`get_readers` may answer for several callers at once: access comes from ``owner_field``
-        alone (``get_queryset``, ``get_object`` and ``read`` are not overridden)."""
-        cls = type(self)
-        return (
-            self.owner_field is not None
-            and cls.get_queryset is ModelResourceTemplate.get_queryset
-            and cls.get_object is ModelResourceTemplate.get_object
-            and cls.read is ModelResourceTemplate.read
-        )
+        and ``fast_paths`` holds ``"batched_readers"`` (no override of ``get_queryset``, ``get_object`` or ``read``
+        took it off)."""
+        return self.owner_field is not None and fastpaths.BATCHED_READERS in self.fast_paths
 
     readers_per_query: ClassVar[int] = 500
     """How many callers :meth:`get_readers` decides in one query (one selected column each): a record shared by

@@ -7,14 +7,19 @@ Real database (SQLite and PostgreSQL with ``MCP_TEST_DB=postgres``), real models
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from mcp_resources import fastpaths
+from mcp_resources.checks import check_fast_paths
+from mcp_resources.registries import ResourceRegistry
 from mcp_resources.resources import ModelResourceTemplate
+from mcp_resources.server import CallContext, MCPServer
 from testproject.agreement.models import Record, Seat, Workspace, current_tenant
 from tests.listing_support import SCOPE, context, server_for, uris, walk
 
@@ -103,3 +108,104 @@ def test_a_record_with_5000_readers_is_decided_for_each_of_them(alice: Any) -> N
         decisions = server.may_read_each(uri, callers)
     assert decisions == [True] * len(readers) + [False] * len(others)
     assert len(queries) <= 2 + len(users) // SharedRecords.readers_per_query
+
+
+# 5. Fast paths are declared, and an override that turns one off is named -------------------------------------------
+
+
+class OverriddenRecords(SharedRecords):
+    """A no-op override of ``get_queryset``: the template says its rows are its own."""
+
+    name = "overridden-records"
+    uri_template = "agree://overridden/{slug}"
+
+    def get_queryset(self, request: Any) -> Any:
+        return super().get_queryset(request)
+
+
+class DeclaredOverriddenRecords(OverriddenRecords):
+    """The same override, with the fast paths it does not change declared back."""
+
+    name = "declared-overridden-records"
+    uri_template = "agree://declared-overridden/{slug}"
+    fast_paths = fastpaths.ALL
+
+
+def test_fast_paths_follow_the_declaration() -> None:
+    """Undeclared, a class has every fast path its own hooks do not stand in front of; declared, exactly those."""
+    assert SharedRecords.fast_paths == fastpaths.ALL
+    assert OverriddenRecords.fast_paths == {fastpaths.VALUE_ROWS, fastpaths.OBJECT_ACCESS}
+    assert DeclaredOverriddenRecords.fast_paths == fastpaths.ALL
+    assert type("Sub", (DeclaredOverriddenRecords,), {}).fast_paths == fastpaths.ALL  # inherited as declared
+    with pytest.raises(ImproperlyConfigured, match="unknown fast paths \\['compiled'\\]"):
+        type("Wrong", (SharedRecords,), {"fast_paths": {"compiled"}})
+
+
+def readers_queries(template: type[ModelResourceTemplate], server_class: type[MCPServer] = MCPServer) -> int:
+    """The queries deciding 50 callers (25 readers) of one record of ``template``; the decisions are checked."""
+    User = get_user_model()
+    User.objects.bulk_create(User(username=f"{template.name}-{i}") for i in range(50))
+    users = list(User.objects.filter(username__startswith=f"{template.name}-").order_by("pk"))
+    space = Workspace.objects.create(name=template.name)
+    Seat.objects.bulk_create(Seat(workspace=space, user=user) for user in users[:25])
+    record = Record.objects.create(owner=users[0], workspace=space, slug=template.name, title="t")
+    server = server_class(server_for(template).registry)
+    uri = template.uri_template.replace("{slug}", record.slug)
+    with CaptureQueriesContext(connection) as queries:
+        decisions = server.may_read_each(uri, [context(user) for user in users])
+    assert decisions == [True] * 25 + [False] * 25
+    return len(queries)
+
+
+def test_a_declared_template_decides_its_readers_in_one_query_and_an_override_is_asked_per_caller() -> None:
+    """The batched readers: 2 queries for 50 subscribers where the template declares them (its override is a
+    declared no-op), one per subscriber where its override turned them off."""
+    assert readers_queries(SharedRecords) == 2
+    assert readers_queries(DeclaredOverriddenRecords) == 2
+    assert readers_queries(OverriddenRecords) > 50
+
+
+class AuditingServer(MCPServer):
+    """A server whose ``may_read`` refuses URIs under embargo, and counts its calls."""
+
+    embargoed: ClassVar[set[str]] = set()
+    calls = 0
+
+    def may_read(self, uri: str, ctx: CallContext) -> bool:
+        type(self).calls += 1
+        return uri not in self.embargoed and super().may_read(uri, ctx)
+
+
+def test_an_overridden_may_read_is_asked_for_every_caller_and_keeps_the_batched_readers(alice: Any) -> None:
+    """The server's one access hook is asked for each caller, and the base it reaches answers from the one query of
+    the batch. Before, overriding ``may_read`` switched the server to a query per caller (a context variable also
+    changed what the base did)."""
+    AuditingServer.calls = 0
+    assert readers_queries(SharedRecords, AuditingServer) == 2
+    assert AuditingServer.calls == 50
+    space = Workspace.objects.create(name="embargo")
+    Seat.objects.create(workspace=space, user=alice)
+    Record.objects.create(owner=alice, workspace=space, slug="secret", title="t")
+    AuditingServer.embargoed = {"agree://shared/secret"}
+    try:
+        server = AuditingServer(server_for(SharedRecords).registry)
+        assert server.may_read_each("agree://shared/secret", [context(alice), context(alice)]) == [False, False]
+    finally:
+        AuditingServer.embargoed = set()
+
+
+def test_w006_names_the_template_the_fast_path_and_its_cost() -> None:
+    """An override that turns fast paths off is named by W006, with each path and its cost; a template that declares
+    its fast paths, or whose hooks are the package's own (a REST framework template), is not."""
+    registry = ResourceRegistry("w006")
+    for template in (SharedRecords, OverriddenRecords, DeclaredOverriddenRecords):
+        registry.register(template)
+    (warning,) = check_fast_paths(registry)
+    assert warning.id == "mcp_resources.W006"
+    assert warning.obj is OverriddenRecords
+    assert warning.msg.startswith("OverriddenRecords defines get_queryset(), which turns off 3 fast path(s): ")
+    assert "the listing's page query compiled once from queryset and owner_field (off: every page is built and " in (
+        warning.msg
+    )
+    assert "one query per subscriber before every update" in warning.msg
+    assert "fast_paths" in (warning.hint or "")

@@ -180,7 +180,8 @@ def test_may_read_each_asks_an_overridden_may_read_and_raises_its_unexpected_err
 ) -> None:
     """For every number of callers, ``may_read_each`` answers what the overridden ``may_read`` answers; an unexpected
     error of the base ``may_read`` it reaches is raised there (a stream ends rather than miss an update silently),
-    where ``may_read`` alone logs it and answers no."""
+    where one caller's check (a listen's acknowledgement, ``resources/subscribe``) logs it and answers no. No context
+    variable switches the base ``may_read``: it raises the error, and its callers decide."""
     docs = [Document.objects.create(owner=owner, title="t") for owner in (alice, alice, bob)]
     refused, mine, theirs = (f"learn://documents/{doc.pk}" for doc in docs)
     server = FailingServer({refused})
@@ -188,7 +189,9 @@ def test_may_read_each_asks_an_overridden_may_read_and_raises_its_unexpected_err
         for target in (refused, mine, theirs):
             assert server.may_read_each(target, callers) == [server.may_read(target, c) for c in callers], target
     with caplog.at_level(logging.ERROR, logger="mcp_resources.server"):
-        assert not server.may_read(FailingServer.failing, context(alice))
+        assert not server.may_read_logged(FailingServer.failing, context(alice))
     assert "the access backend is down" in caplog.text
     with pytest.raises(RuntimeError, match="the access backend is down"):
         server.may_read_each(FailingServer.failing, [context(alice), context(bob)])
+    with pytest.raises(RuntimeError, match="the access backend is down"):
+        server.may_read(FailingServer.failing, context(alice))

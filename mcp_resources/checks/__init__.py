@@ -21,6 +21,7 @@ from mcp_resources.checks.authorization_server import (
 )
 from mcp_resources.checks.configuration import check_auth_settings, check_settings
 from mcp_resources.checks.deployment import check_channel_layer, check_database_connections, check_deployment
+from mcp_resources.checks.fastpaths import check_fast_paths
 from mcp_resources.checks.templates import check_metadata_fields, check_model_template, check_templates
 from mcp_resources.registries import registry
 
@@ -34,6 +35,7 @@ __all__ = [
     "check_client_registration",
     "check_database_connections",
     "check_deployment",
+    "check_fast_paths",
     "check_metadata_fields",
     "check_model_template",
     "check_resource_metadata_routes",
@@ -47,6 +49,11 @@ __all__ = [
 @checks.register("mcp_resources")
 def mcp_resources_check(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     return check_templates(registry) + check_settings()
+
+
+@checks.register("mcp_resources")
+def mcp_resources_fast_paths_check(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    return check_fast_paths(registry)
 
 
 @checks.register("mcp_resources")

@@ -32,6 +32,7 @@ from django.db.models.lookups import Lookup
 from django.db.models.sql import Query
 from django.db.models.sql.where import WhereNode
 
+from mcp_resources import fastpaths
 from mcp_resources.listing.keyset import keyset_queryset, order_after, resolve_field
 from mcp_resources.ownership import owner_path
 from mcp_resources.resources import ModelResourceTemplate
@@ -194,13 +195,11 @@ def declared_listing(template: ModelResourceTemplate, columns: Sequence[str]) ->
         return _declared[template]
     except KeyError:
         pass
-    cls = type(template)
     declared = (
-        template.model is not None
+        fastpaths.COMPILED_LISTING in template.fast_paths
+        and template.model is not None
         and template.fixed_rows  # never a manager that may filter per request
         and template.owner_field is not None
-        and cls.get_queryset is ModelResourceTemplate.get_queryset
-        and cls.base_queryset is ModelResourceTemplate.base_queryset
     )
     listing = None
     if declared:

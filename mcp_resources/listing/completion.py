@@ -27,6 +27,7 @@ from django.db import DEFAULT_DB_ALIAS, models, router
 from django.db.models import F, TextField
 from django.db.models.functions import Cast
 
+from mcp_resources import fastpaths
 from mcp_resources.cancellation import cancellable_queries
 from mcp_resources.exceptions import InvalidParams
 from mcp_resources.listing.compiled import CompiledQuery
@@ -291,13 +292,11 @@ def declared_completion(template: ModelResourceTemplate) -> DeclaredCompletion |
         return _declared[template]
     except KeyError:
         pass
-    cls = type(template)
     declared = (
-        template.model is not None
+        fastpaths.COMPILED_COMPLETION in template.fast_paths
+        and template.model is not None
         and template.fixed_rows  # never a manager that may filter per request
         and template.owner_field is not None
-        and cls.get_queryset is ModelResourceTemplate.get_queryset
-        and cls.base_queryset is ModelResourceTemplate.base_queryset
     )
     result = _declared[template] = DeclaredCompletion(template) if declared else None
     return result

@@ -22,6 +22,7 @@ from urllib.parse import quote
 
 from django.db import models
 
+from mcp_resources import fastpaths
 from mcp_resources.exceptions import SourceContractError
 from mcp_resources.metadata import last_modified
 from mcp_resources.protocol.uris import MAX_URI_LENGTH
@@ -126,14 +127,7 @@ def list_plan(template: ModelResourceTemplate) -> ListPlan | None:
 
 
 def _make_plan(template: ModelResourceTemplate) -> ListPlan | None:
-    cls = type(template)
-    if (
-        template.model is None
-        or template.name_field is None
-        or cls.get_resource is not ModelResourceTemplate.get_resource
-        or cls.get_uri is not ModelResourceTemplate.get_uri
-        or cls.get_resource_name is not ModelResourceTemplate.get_resource_name
-    ):
+    if template.model is None or template.name_field is None or fastpaths.VALUE_ROWS not in template.fast_paths:
         return None
     lookups = template.get_lookups()
     extra = [path for path in (template.modified_field, template.size_field) if path is not None]

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import DEFAULT_DB_ALIAS, router
 
+from mcp_resources import fastpaths
 from mcp_resources.access import may_access
 from mcp_resources.cancellation import cancellable_queries
 from mcp_resources.exceptions import BadPosition, DeadlineExceeded, SourceContractError
@@ -205,9 +206,7 @@ def model_page(
     else:
         pairs = [(key_of(obj), template.get_resource(request, obj)) for obj in rows]
         # URIs are checked to read back only where a hook could spell them otherwise than the template does.
-        spelled = type(template).get_uri is not ModelResourceTemplate.get_uri or (
-            type(template).get_resource is not ModelResourceTemplate.get_resource
-        )
+        spelled = fastpaths.VALUE_ROWS not in template.fast_paths
         for key, resource in pairs:
             check_model_resource(template, key, resource, reads=spelled)
     entries = [(key, resource) for key, resource in pairs if not prefix or resource["uri"].startswith(prefix)]

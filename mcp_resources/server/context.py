@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mcp_resources.principal import ANONYMOUS, Principal
 from mcp_resources.protocol.versions import LATEST_VERSION, V2026_07_28
@@ -34,6 +34,9 @@ class CallContext:
     streams: bool = False
     """Whether the transport serving this request can deliver notifications on a stream (subscriptions are offered
     only then: under WSGI nothing could ever be delivered)."""
+    readers: dict[str, tuple[Any, bool]] = field(default_factory=dict, repr=False)
+    """While :meth:`MCPServer.may_read_each` decides several callers of one URI: the URI's template and whether this
+    caller reads it, from one query for all of them (``check_readable`` answers from it)."""
 
     def at_least(self, version: str) -> bool:
         """Whether the request speaks ``version`` or a later one (versions are dates)."""

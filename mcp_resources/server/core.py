@@ -12,12 +12,12 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from django.core.signals import got_request_exception
 
+from mcp_resources import fastpaths
 from mcp_resources.access import PROTECTED, PUBLIC, authorize, may_access
 from mcp_resources.caching import MAX_TTL_MS, NO_CACHE, PRIVATE_SCOPE, PUBLIC_SCOPE, CacheHint, combine, default_hint
 from mcp_resources.conf import mcp_settings
@@ -64,10 +64,6 @@ logger = logging.getLogger("mcp_resources.server")
 ALL_VERSIONS = frozenset(SUPPORTED_VERSIONS)
 STATELESS_VERSIONS = frozenset({V2026_07_28})
 SESSIONS = frozenset(SESSION_VERSIONS)
-
-_raise_unexpected: ContextVar[bool] = ContextVar("mcp_resources_raise_unexpected", default=False)
-"""Set while :meth:`MCPServer.may_read_each` asks an overridden ``may_read``: the base ``may_read`` it reaches
-through ``super()`` raises an unexpected error instead of logging it and answering no."""
 
 
 @dataclass(frozen=True)
@@ -363,7 +359,7 @@ class MCPServer:
         Returns ``(static, None, None)`` or ``(None, template, variables)``; raises the not-found error.
         """
         static: Any = self.registry.get_resource(uri)
-        if static is None:
+        if static is None and uri not in ctx.readers:  # a batch of callers looked it up once (may_read_each)
             static = StaticResource.objects.filter(uri=uri, enabled=True).first()
         if static is not None:
             authorize(static.access, static.scopes, ctx.principal)
@@ -383,16 +379,21 @@ class MCPServer:
     def check_readable(self, uri: str, ctx: CallContext) -> None:
         """Raise unless the caller may read ``uri`` now: the checks of ``resources/read`` without the contents.
 
-        Static and live resources need only their access policy (``get()`` is not called); a model template
-        fetches the record through the caller's queryset; any other template is read. A subclass that overrides it
-        (or :meth:`may_read`) decides which URIs a caller may subscribe to and be notified about, before every
-        update too.
+        Static and live resources need only their access policy (``get()`` is not called); a model template whose
+        ``fast_paths`` hold ``"object_access"`` fetches the record through the caller's queryset (``get_object``);
+        any other template is read. Inside :meth:`may_read_each`, a model template that decides its readers in one
+        query answers from that query.
         """
         _static, template, variables = self.resolve(uri, ctx)
         if template is None:
             return
+        decided = ctx.readers.get(uri)
+        if decided is not None and decided[0] is template:
+            if not decided[1]:
+                raise self.not_found(uri, ctx)
+            return
         try:
-            if isinstance(template, ModelResourceTemplate) and type(template).read is ModelResourceTemplate.read:
+            if isinstance(template, ModelResourceTemplate) and fastpaths.OBJECT_ACCESS in template.fast_paths:
                 template.get_object(ctx.request, variables)  # contents are not needed to decide access
             else:
                 template.read(ctx.request, uri, variables)
@@ -400,84 +401,73 @@ class MCPServer:
             raise self.not_found(uri, ctx) from None
 
     def may_read(self, uri: str, ctx: CallContext) -> bool:
-        """Whether the caller may read ``uri`` now; a failing check is logged and answers no.
+        """The access hook: whether the caller may read ``uri`` now (:meth:`check_readable`, as a bool).
 
-        With :meth:`check_readable`, the hook deciding which URIs a caller may subscribe to and be notified about:
-        consulted for a listen stream's acknowledgement, for ``resources/subscribe`` and before every update.
+        Consulted for a listen stream's acknowledgement, for ``resources/subscribe`` and before every update; a
+        subclass overrides it to refuse (or allow) more. An unexpected error is raised: a single caller's check
+        logs it and answers no, an update ends the streams it was deciding for.
         """
         try:
             self.check_readable(uri, ctx)
         except MCPError:
             return False
-        except Exception:
-            if _raise_unexpected.get():
-                raise
-            logger.exception("access check for %s failed", uri[:200])
-            return False
         return True
-
-    def _readable(self, uri: str, ctx: CallContext) -> bool:
-        try:
-            self.check_readable(uri, ctx)
-        except MCPError:
-            return False
-        return True
-
-    def _overrides_access(self) -> tuple[bool, bool]:
-        """Whether this server's class overrides :meth:`may_read`, and :meth:`check_readable` (or :meth:`resolve`,
-        which it calls for each caller)."""
-        cls = type(self)
-        checks = cls.check_readable is not MCPServer.check_readable or cls.resolve is not MCPServer.resolve
-        return cls.may_read is not MCPServer.may_read, checks
 
     def may_read_each(self, uri: str, contexts: list[CallContext]) -> list[bool]:
-        """:meth:`may_read` for several callers of one changed ``uri``, in as few queries as the template allows.
+        """The batch hook: :meth:`may_read` for each of several callers of one changed ``uri``.
 
-        A model template whose access comes from ``owner_field`` alone answers for every caller in one query
-        (:meth:`ModelResourceTemplate.get_readers`); anything else is decided caller by caller, and so is every
-        caller of a server that overrides :meth:`may_read` (its answer is the decision) or :meth:`check_readable`.
-        Unlike :meth:`may_read`, an unexpected error is raised (a stream ends rather than miss an update silently):
-        an overridden ``may_read`` that reaches the base one through ``super()`` gets it raised too.
+        It asks :meth:`may_read` for every caller. When ``uri`` is a record of a model template that decides its
+        readers in one query (``owner_field`` with the ``"batched_readers"`` fast path), that query runs first, for
+        all of them, and the base :meth:`check_readable` answers from it: an overridden ``may_read`` or
+        ``check_readable`` is still asked for each caller, and costs no query of its own when it reaches the base.
         """
-        may_read_overridden, check_overridden = self._overrides_access()
-        if may_read_overridden:
-            token = _raise_unexpected.set(True)
-            try:
-                return [bool(self.may_read(uri, ctx)) for ctx in contexts]
-            finally:
-                _raise_unexpected.reset(token)
-        if len(contexts) < 2 or check_overridden:
-            return [self._readable(uri, ctx) for ctx in contexts]
+        self._decide_readers(uri, contexts)
         try:
-            _static, template, variables = self.resolve(uri, contexts[0])
-        except MCPError:
-            template = None
+            return [bool(self.may_read(uri, ctx)) for ctx in contexts]
+        finally:
+            for ctx in contexts:
+                ctx.readers.pop(uri, None)
+
+    def _decide_readers(self, uri: str, contexts: list[CallContext]) -> None:
+        """Record in each context whether its caller's owner reads ``uri`` (:meth:`ModelResourceTemplate.get_readers`),
+        when ``uri`` is a record of a template that decides its readers in one query and is no static resource."""
+        if len(contexts) < 2 or self.registry.get_resource(uri) is not None:
+            return
+        try:
+            matched = self.registry.match(uri)
+        except ResourceNotFound:
+            return
+        if matched is None:
+            return
+        template, variables = matched
         if not isinstance(template, ModelResourceTemplate) or not template.decides_readers_in_one_query:
-            return [self._readable(uri, ctx) for ctx in contexts]
-        authorized: list[Any] = []
-        for ctx in contexts:
-            try:
-                authorize(template.access, template.scopes, ctx.principal)
-            except MCPError:
-                authorized.append(None)
-                continue
-            authorized.append(owner_of(ctx.request))
-        readers = template.get_readers(variables, [owner for owner in authorized if owner is not None])
-        return [owner is not None and owner in readers for owner in authorized]
+            return
+        if StaticResource.objects.filter(uri=uri, enabled=True).exists():
+            return
+        owners = [owner_of(ctx.request) for ctx in contexts]
+        readers = template.get_readers(variables, [owner for owner in owners if owner is not None])
+        for ctx, owner in zip(contexts, owners, strict=True):
+            ctx.readers[uri] = (template, owner is not None and owner in readers)
+
+    def may_read_logged(self, uri: str, ctx: CallContext) -> bool:
+        """:meth:`may_read` for one caller, an unexpected error logged and answered no (a listen's acknowledgement,
+        ``resources/subscribe``)."""
+        try:
+            return bool(self.may_read(uri, ctx))
+        except Exception:
+            logger.exception("access check for %s failed", uri[:200])
+            return False
 
     def subscribe(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
         """2025-11-25 ``resources/subscribe``: updates go to the session's GET stream.
 
-        Decided as a listen stream's acknowledgement is: by an overridden :meth:`may_read` when there is one (a
-        refusal answers :meth:`check_readable`'s error, or not found), else by :meth:`check_readable`.
+        Decided as a listen stream's acknowledgement is, by :meth:`may_read`; a refusal answers
+        :meth:`check_readable`'s error when it has one (401, 403), else not found.
         """
         uri = uri_param(params)
-        if self._overrides_access()[0]:
-            if not self.may_read(uri, ctx):
-                self.check_readable(uri, ctx)  # its error (401, 403, not found) when it has one
-                raise self.not_found(uri, ctx)
-        else:
-            self.check_readable(uri, ctx)
+        if not self.may_read_logged(uri, ctx):
+            self.check_readable(uri, ctx)  # its error (401, 403, not found) when it has one
+            raise self.not_found(uri, ctx)
         if ctx.session is None:
             raise InvalidRequest("resources/subscribe needs a session")
         if not ctx.session.subscribe(uri, mcp_settings.uris_per_listen):
@@ -521,7 +511,7 @@ class MCPServer:
                     validate_uri(uri)
                 except ValueError:
                     continue
-                if self.may_read(uri, ctx):
+                if self.may_read_logged(uri, ctx):
                     allowed.append(uri)
             honoured["resourceSubscriptions"] = allowed
         return honoured

@@ -1,0 +1,65 @@
+"""The fast path check (W006): a template whose override turned a fast path off is named, with the path and its cost."""
+
+from __future__ import annotations
+
+from django.core import checks
+
+from mcp_resources import fastpaths
+from mcp_resources.registries import ResourceRegistry
+from mcp_resources.resources import ModelResourceTemplate
+
+
+def check_fast_paths(registry: ResourceRegistry) -> list[checks.CheckMessage]:
+    """W006 for each model template of ``registry`` that leaves ``fast_paths`` undeclared and whose own hooks (the
+    project's, not the package's) turned off a fast path its attributes would otherwise enable."""
+    messages: list[checks.CheckMessage] = []
+    for template in registry.templates:
+        if not isinstance(template, ModelResourceTemplate) or template._fast_paths_from is not None:
+            continue
+        cls = type(template)
+        lost: list[str] = []
+        hooks: dict[str, None] = {}
+        for path in fastpaths.FAST_PATHS:
+            if path.name in template.fast_paths or not _enabled(template, path.name):
+                continue
+            own = [
+                hook for hook in fastpaths.defined_hooks(cls, ModelResourceTemplate, path.hooks) if _project(cls, hook)
+            ]
+            if own:
+                hooks.update(dict.fromkeys(own))
+                lost.append(f"{path.what} (off: {path.cost})")
+        if lost:
+            defined = ", ".join(f"{hook}()" for hook in hooks)
+            messages.append(
+                checks.Warning(
+                    f"{cls.__name__} defines {defined}, which turns off {len(lost)} fast path(s): "
+                    + "; ".join(lost)
+                    + ".",
+                    hint="Declare the scope with owner_field and queryset instead of overriding it, or declare "
+                    'fast_paths with the paths your override does not change (docs/resources.md, "Fast paths"). '
+                    "Silence mcp_resources.W006 to accept the cost.",
+                    obj=cls,
+                    id="mcp_resources.W006",
+                )
+            )
+    return messages
+
+
+def _enabled(template: ModelResourceTemplate, name: str) -> bool:
+    """Whether the attributes of ``template`` would enable the path ``name`` (its declaration aside)."""
+    if name in (fastpaths.COMPILED_LISTING, fastpaths.COMPILED_COMPLETION):
+        return template.owner_field is not None and template.fixed_rows
+    if name == fastpaths.BATCHED_READERS:
+        return template.owner_field is not None
+    if name == fastpaths.VALUE_ROWS:
+        return template.name_field is not None
+    return True
+
+
+def _project(cls: type, hook: str) -> bool:
+    """Whether the class that defines ``hook`` for ``cls`` is the project's (the package's own classes, such as the
+    REST framework templates, override hooks by design)."""
+    for klass in cls.__mro__:
+        if hook in vars(klass):
+            return not klass.__module__.startswith("mcp_resources.")
+    return False
