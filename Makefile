@@ -16,7 +16,7 @@ NEEDS_DEMO_DB = @[ "$$MCP_TEST_DB" = postgres ] || [ -f "$(MCP_DEMO_DB)" ] || { 
 	echo "No demo database at $(MCP_DEMO_DB): run '$(strip make demo $(DEMO_ARGS))' first." >&2; exit 1; }
 
 .PHONY: install demo token manage test lint typecheck docs pytest pytest-postgres dist conformance benchmarks clean \
-	ts-install teams-wheel teams-install pytest-teams pytest-teams-postgres
+	ts-install teams-wheel teams-install pytest-teams pytest-teams-postgres properties
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -93,6 +93,11 @@ docs: install
 	$(VENV)/bin/sphinx-build -E -b html -n -W --keep-going -q docs $(DOCS_OUT)
 
 test: lint typecheck docs pytest pytest-postgres pytest-teams pytest-teams-postgres
+
+# The agreement property suite with many more examples than `make test` runs (hypothesis profile "agreement-long").
+properties: install
+	MCP_HYPOTHESIS_PROFILE=long $(VENV)/bin/pytest tests/test_agreement.py
+	MCP_HYPOTHESIS_PROFILE=long MCP_TEST_DB=postgres $(VENV)/bin/pytest tests/test_agreement.py
 
 # The TypeScript SDK (latest @modelcontextprotocol/sdk 1.x) on Node 22 (the npm package node@22, as the conformance
 # suite installs it), into tests/ts/node_modules/ (gitignored). Without npm its tests are skipped, except under CI.
