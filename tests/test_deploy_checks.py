@@ -81,6 +81,9 @@ def test_w011_sessions_in_a_per_process_cache(settings: Any, backend: str, warne
     if warned:
         assert "'mcp'" in messages[0].msg
         assert "404 Session not found" in messages[0].msg
+        assert "lands on another worker" in messages[0].msg
+        if "Dummy" not in backend:
+            assert "refusing initialize (429)" in messages[0].msg
         assert deploy_ids() == ["mcp_resources.W011"]
         assert checks.run_checks(tags=["mcp_resources"]) == []
 

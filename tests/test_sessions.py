@@ -26,7 +26,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_resources.auth.tokens import issue_access_token
 from mcp_resources.models import StaticResource
-from mcp_resources.transport.sessions import SessionStore
+from mcp_resources.transport.sessions import SessionStore, session_cache
 from tests.conftest import RESOURCE
 
 pytestmark = pytest.mark.django_db
@@ -41,6 +41,7 @@ INVALID_REQUEST = -32600
 def _urls(settings: Any) -> None:
     settings.ROOT_URLCONF = "tests.urls_sessions"
     caches["default"].clear()
+    session_cache().clear()
 
 
 @pytest.fixture
@@ -99,7 +100,7 @@ def test_anonymous_flood_leaves_an_authenticated_session_where_anonymous_session
     assert ping(http, alices, token=token) == 200
     # The anonymous ones share their own bounded ring: the latest live, the earliest were replaced.
     capacity = SessionStore().anonymous_capacity()
-    assert capacity == 100  # a third of the default LocMemCache's MAX_ENTRIES
+    assert capacity == 50  # a sixth of the default LocMemCache's MAX_ENTRIES
     assert ping(http, anonymous[-1]) == ping(http, anonymous[-capacity]) == 200
     assert ping(http, anonymous[0]) == ping(http, anonymous[-capacity - 1]) == 404
 
@@ -146,8 +147,9 @@ def test_a_caller_at_the_cap_is_refused_with_429_and_retry_after(
     assert [ping(http, session, "/capped/mcp", token) for session in sessions] == [200, 200, 200]
     open_session(http, "/capped/mcp", make_token(bob))
     open_session(http, "/capped/mcp")
+    # The cap counts the person across every OAuth client: another client of hers finds no room either.
     other_client = issue_access_token(alice, "documents:read", [RESOURCE], 3600, "another client")
-    open_session(http, "/capped/mcp", other_client)
+    assert initialize(http, "/capped/mcp", other_client).status_code == 429
     # Ending one of hers with DELETE makes room for one more.
     assert delete(http, sessions[0], "/capped/mcp", token) == 204
     open_session(http, "/capped/mcp", token)
@@ -274,7 +276,7 @@ def test_no_authentication_never_asks_for_a_token(http: Client, settings: Any) -
 
 def test_the_anonymous_ring_fits_a_culling_backend() -> None:
     store = SessionStore()
-    assert store.anonymous_capacity(LocMemCache("a", {})) == 100
+    assert store.anonymous_capacity(LocMemCache("a", {})) == 50
     assert store.anonymous_capacity(LocMemCache("b", {"OPTIONS": {"MAX_ENTRIES": 30_000}})) == 1000
     assert store.anonymous_capacity(LocMemCache("c", {"OPTIONS": {"MAX_ENTRIES": 2}})) == 1
     assert store.anonymous_capacity(RedisCache("redis://127.0.0.1:6379/15", {})) == 1000

@@ -117,8 +117,14 @@ def check_deployment() -> list[checks.CheckMessage]:
             _deploy_warning(
                 f"MCP_RESOURCES['SESSION_CACHE'] is {alias!r}, a {str(cache['BACKEND']).rsplit('.', 1)[-1]}: the "
                 "sessions of 2025-11-25 clients live in one process only, so with several workers or machines a "
-                "session's next request fails at random (404 Session not found)"
-                + (", and the dummy cache keeps none at all." if "Dummy" in str(cache["BACKEND"]) else "."),
+                "session's next request fails at random (404 Session not found): a client lands on another worker "
+                "than the one that opened its session, and must initialize again (its subscriptions lost)"
+                + (
+                    ", and the dummy cache keeps none at all."
+                    if "Dummy" in str(cache["BACKEND"])
+                    else "; and each process holds only MAX_ENTRIES/6 authenticated sessions (50 by default), "
+                    "refusing initialize (429) past it."
+                ),
                 "Point SESSION_CACHE at a cache every process shares (Redis, Memcached or the database cache).",
                 "MCP_RESOURCES",
                 "W011",

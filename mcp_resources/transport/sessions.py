@@ -1,12 +1,17 @@
 """Sessions of protocol 2025-11-25 and 2025-06-18: ``Mcp-Session-Id`` bound to the caller that initialized it.
 
 Sessions live in a Django cache (``MCP_RESOURCES["SESSION_CACHE"]``), so every worker sharing that cache shares
-them. Only SHA-256 digests of ids are stored. A session presented by another caller is indistinguishable from an
-unknown one (404). The store bounds what each kind of caller can hold (docs/protocol.md, "Capacity"):
+them; a ``LocMemCache`` alias (one process anyway) gets a store of its own, so that nothing else written to that
+cache makes it cull a session. Only SHA-256 digests of ids are stored. A session presented by another caller is
+indistinguishable from an unknown one (404). The store bounds what each kind of caller can hold (docs/protocol.md,
+"Capacity"):
 
-- an authenticated caller (user and OAuth client) holds at most :attr:`SessionStore.max_sessions_per_caller`
-  sessions: a new one replaces the caller's oldest, unless that one is younger than
+- a person (a user, through every OAuth client they use) holds at most :meth:`SessionStore.person_capacity`
+  sessions: a new one replaces the person's oldest, unless that one is younger than
   :attr:`SessionStore.replace_after_seconds`, and then ``initialize`` is refused (:exc:`SessionLimitReached`);
+- on a backend that culls (LocMemCache, FileBasedCache, DatabaseCache drop entries past ``MAX_ENTRIES``), all
+  authenticated sessions together stay within :meth:`SessionStore.authenticated_capacity`, and ``initialize`` is
+  refused rather than letting the backend cull someone's session;
 - anonymous sessions take the slots of one fixed ring (:meth:`SessionStore.anonymous_capacity`): a new one
   replaces the oldest anonymous session, never an authenticated one, however many anonymous ``initialize``
   requests arrive.
@@ -15,7 +20,8 @@ Keys, all under ``mcp_resources:``::
 
     session:<sha256(id)>                 (owner, version, created, group)   an authenticated session
     session:<sha256(id)>:subscriptions   [uri, ...]                          its resources/subscribe list
-    sessions:caller:<sha256(owner)>      [(digest, created, group), ...]     a caller's sessions, oldest first
+    sessions:caller:<sha256(person)>     [(digest, created, group, sha256(owner)), ...]  a person's, oldest first
+    sessions:authenticated               [(digest, created), ...]            all of them (culling backends only)
     sessions:anonymous:<slot>            (digest, version, created, group)  the anonymous session in a slot
     sessions:anonymous:next              int                                 the ring's counter
 
@@ -34,6 +40,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.core.cache import caches
 from django.core.cache.backends.base import BaseCache
 from django.core.cache.backends.db import DatabaseCache
@@ -52,6 +59,7 @@ _PREFIX = "mcp_resources:session:"
 _CALLER_PREFIX = "mcp_resources:sessions:caller:"
 _SLOT_PREFIX = "mcp_resources:sessions:anonymous:"
 _COUNTER_KEY = "mcp_resources:sessions:anonymous:next"
+_AUTHENTICATED_KEY = "mcp_resources:sessions:authenticated"
 
 CULLING_BACKENDS: tuple[type[BaseCache], ...] = (LocMemCache, FileBasedCache, DatabaseCache)
 """Cache backends that drop entries beyond their ``MAX_ENTRIES`` option (default 300) to make room."""
@@ -89,7 +97,19 @@ def owner_of(principal: Principal) -> str:
     """What a session is bound to: the verified subject and client, or anonymity."""
     if not principal.authenticated:
         return ANONYMOUS
-    return f"user:{principal.subject or ''}\x00client:{principal.client_id or ''}"
+    return _owner(principal.subject, principal.client_id)
+
+
+def _owner(subject: str | None, client_id: str | None) -> str:
+    return f"user:{subject or ''}\x00client:{client_id or ''}"
+
+
+def person_of(principal: Principal) -> str:
+    """Whose sessions are counted together: the user, through every OAuth client (a token without a user: its
+    client)."""
+    if principal.subject:
+        return f"user:{principal.subject}"
+    return owner_of(principal)
 
 
 def _digest(value: str) -> str:
@@ -100,8 +120,30 @@ def _key(session_id: str) -> str:
     return _PREFIX + _digest(session_id)
 
 
-def _cache() -> BaseCache:
-    return caches[mcp_settings.session_cache]
+_private_caches: dict[tuple[Any, ...], LocMemCache] = {}
+
+
+def session_cache() -> BaseCache:
+    """The cache sessions live in: ``SESSION_CACHE``, except that a ``LocMemCache`` alias is given a store of its
+    own, with its options (a per-process cache either way), so that other entries of that cache (the project's, the
+    registration throttle's, django-oauth-toolkit's) never make it cull a session."""
+    alias = mcp_settings.session_cache
+    cache = caches[alias]
+    if not isinstance(cache, LocMemCache):
+        return cache
+    location = (getattr(settings, "CACHES", {}).get(alias) or {}).get("LOCATION", "")
+    key = (alias, location, cache._max_entries, cache._cull_frequency, cache.default_timeout)
+    private = _private_caches.get(key)
+    if private is None:
+        params = {
+            "TIMEOUT": cache.default_timeout,
+            "OPTIONS": {"MAX_ENTRIES": cache._max_entries, "CULL_FREQUENCY": cache._cull_frequency},
+        }
+        private = _private_caches.setdefault(key, LocMemCache(f"mcp_resources.sessions:{alias}:{location}", params))
+    return private
+
+
+_cache = session_cache
 
 
 class SessionStore:
@@ -112,14 +154,14 @@ class SessionStore:
     """
 
     max_sessions_per_caller: int = 32
-    """The most sessions one authenticated caller (a user through one OAuth client) holds at once."""
+    """The most sessions one person (a user, through every OAuth client they use) holds at once."""
 
     replace_after_seconds: int = 60
-    """A caller's oldest session is replaced by a new one only once it is this old; before, ``initialize`` is
+    """A person's oldest session is replaced by a new one only once it is this old; before, ``initialize`` is
     refused (HTTP 429): that many sessions opened so quickly are a loop or a flood, not abandoned clients."""
 
     anonymous_sessions: int = 1000
-    """The slots of the anonymous ring, at most a third of ``MAX_ENTRIES`` on a culling backend (LocMemCache,
+    """The slots of the anonymous ring, at most a sixth of ``MAX_ENTRIES`` on a culling backend (LocMemCache,
     FileBasedCache, DatabaseCache)."""
 
     def __init__(self, **bounds: int) -> None:
@@ -131,19 +173,33 @@ class SessionStore:
             setattr(self, name, value)
 
     # Bounds ----------------------------------------------------------------------------------------------
+    #
+    # On a culling backend the store keeps its own entries under MAX_ENTRIES, so that the backend never culls: the
+    # anonymous ring (a sixth of MAX_ENTRIES, two entries a session with its subscription list), the authenticated
+    # sessions (another sixth, two entries each, plus one index entry a person) and the ring's counter and the
+    # lists' locks in what is left.
 
     def anonymous_capacity(self, cache: BaseCache | None = None) -> int:
-        """How many anonymous sessions live at once: the ring's slots.
+        """How many anonymous sessions live at once: the ring's slots (a sixth of ``MAX_ENTRIES`` at most on a
+        culling backend)."""
+        max_entries = _max_entries(cache or _cache())
+        if max_entries is None:
+            return self.anonymous_sessions
+        return max(1, min(self.anonymous_sessions, max_entries // 6))
 
-        On a backend that culls (LocMemCache, FileBasedCache, DatabaseCache drop entries past ``MAX_ENTRIES``),
-        the ring takes at most a third of it, with room for the anonymous sessions' subscription lists, so that
-        anonymous sessions alone never make the backend cull an authenticated one.
-        """
-        cache = cache or _cache()
-        if isinstance(cache, CULLING_BACKENDS):
-            max_entries = int(getattr(cache, "_max_entries", 300))
-            return max(1, min(self.anonymous_sessions, max_entries // 3))
-        return self.anonymous_sessions
+    def authenticated_capacity(self, cache: BaseCache | None = None) -> int | None:
+        """How many authenticated sessions live at once, all people together: a sixth of ``MAX_ENTRIES`` on a
+        culling backend; ``None`` (no bound but each person's) on the others."""
+        max_entries = _max_entries(cache or _cache())
+        return None if max_entries is None else max(1, max_entries // 6)
+
+    def person_capacity(self, cache: BaseCache | None = None) -> int:
+        """How many sessions one person holds: :attr:`max_sessions_per_caller`, and on a culling backend at most a
+        fifth of :meth:`authenticated_capacity` (so that five people always find room)."""
+        total = self.authenticated_capacity(cache)
+        if total is None:
+            return self.max_sessions_per_caller
+        return max(1, min(self.max_sessions_per_caller, total // 5))
 
     # Create ----------------------------------------------------------------------------------------------
 
@@ -151,7 +207,7 @@ class SessionStore:
         """Open a session for ``principal``; raises :exc:`SessionLimitReached` when the caller may not hold one more."""
         if not principal.authenticated:
             return self._create_anonymous(protocol_version)
-        return self._create_for_caller(owner_of(principal), protocol_version)
+        return self._create_for_caller(owner_of(principal), person_of(principal), protocol_version)
 
     def _create_anonymous(self, protocol_version: str) -> Session:
         cache = _cache()
@@ -174,30 +230,50 @@ class SessionStore:
             counter = 0
         return int(counter) % self.anonymous_capacity(cache)
 
-    def _create_for_caller(self, owner: str, protocol_version: str) -> Session:
+    def _create_for_caller(self, owner: str, person: str, protocol_version: str) -> Session:
         cache = _cache()
         timeout = mcp_settings.session_timeout_seconds
-        index_key = _CALLER_PREFIX + _digest(owner)
+        index_key = _CALLER_PREFIX + _digest(person)
+        capacity = self.person_capacity(cache)
         with _locked(index_key):
-            entries: list[tuple[str, float, str]] = list(cache.get(index_key) or [])
+            entries = [_index_entry(entry) for entry in cache.get(index_key) or []]
             now = time.time()
-            if len(entries) >= self.max_sessions_per_caller:
-                # Drop the sessions that ended or expired; replace the oldest live one if the caller is still full.
-                live = cache.get_many([_PREFIX + digest for digest, _, _ in entries])
+            if len(entries) >= capacity:
+                # Drop the sessions that ended or expired; replace the oldest live ones if the person is still full.
+                live = cache.get_many([_PREFIX + entry[0] for entry in entries])
                 entries = [entry for entry in entries if _PREFIX + entry[0] in live]
-            while len(entries) >= self.max_sessions_per_caller:
-                digest, created, group = entries[0]
-                age = now - created
-                if age < self.replace_after_seconds:
-                    raise SessionLimitReached(self.max_sessions_per_caller, math.ceil(self.replace_after_seconds - age))
-                _end_stored(digest, group)
-                entries.pop(0)
+            replaced = entries[: max(0, len(entries) - capacity + 1)]
+            for _, created, _, _ in replaced:
+                if now - created < self.replace_after_seconds:
+                    raise SessionLimitReached(capacity, math.ceil(self.replace_after_seconds - (now - created)))
             session = Session(secrets.token_urlsafe(32), owner, protocol_version)
             digest, group = _digest(session.id), session_group(session.id)
+            self._admit(cache, digest, now, [entry[0] for entry in replaced])
+            for replaced_digest, _, replaced_group, _ in replaced:
+                _end_stored(replaced_digest, replaced_group)
+            entries = entries[len(replaced) :]
             cache.set(_PREFIX + digest, (owner, protocol_version, now, group), timeout)
-            entries.append((digest, now, group))
+            entries.append((digest, now, group, _digest(owner)))
             cache.set(index_key, entries, timeout)
         return session
+
+    def _admit(self, cache: BaseCache, digest: str, now: float, replaced: list[str]) -> None:
+        """On a culling backend, count ``digest`` among all authenticated sessions (``replaced`` leave), or raise
+        :exc:`SessionLimitReached` when they are at :meth:`authenticated_capacity`: nothing is culled for it."""
+        capacity = self.authenticated_capacity(cache)
+        if capacity is None:
+            return
+        timeout = mcp_settings.session_timeout_seconds
+        with _locked(_AUTHENTICATED_KEY):
+            gone = set(replaced)
+            everyone = [entry for entry in cache.get(_AUTHENTICATED_KEY) or [] if entry[0] not in gone]
+            if len(everyone) >= capacity:
+                live = cache.get_many([_PREFIX + entry[0] for entry in everyone])
+                everyone = [entry for entry in everyone if _PREFIX + entry[0] in live]
+            if len(everyone) >= capacity:
+                raise SessionLimitReached(capacity, self.replace_after_seconds or 1)
+            everyone.append((digest, now))
+            cache.set(_AUTHENTICATED_KEY, everyone, timeout)
 
     # Find and end ------------------------------------------------------------------------------------------
 
@@ -230,6 +306,36 @@ class SessionStore:
             if _is_record(stored) and stored[0] == _digest(session.id):
                 _cache().delete(key)
         _end_stored(_digest(session.id), session_group(session.id))
+
+    def end_client_sessions(self, subject: str, client_id: str) -> int:
+        """End the sessions a person opened through one OAuth client (their access to it was revoked): their records
+        and subscriptions go and their GET streams end, in whichever process holds them. How many were ended."""
+        cache = _cache()
+        index_key = _CALLER_PREFIX + _digest(f"user:{subject}")
+        owner = _digest(_owner(subject, client_id))
+        with _locked(index_key):
+            entries = [_index_entry(entry) for entry in cache.get(index_key) or []]
+            ended = [entry for entry in entries if entry[3] == owner]
+            if not ended:
+                return 0
+            for digest, _, group, _ in ended:
+                _end_stored(digest, group)
+            cache.set(
+                index_key, [entry for entry in entries if entry[3] != owner], mcp_settings.session_timeout_seconds
+            )
+        return len(ended)
+
+
+def _max_entries(cache: BaseCache) -> int | None:
+    """``MAX_ENTRIES`` of a backend that culls past it (LocMemCache, FileBasedCache, DatabaseCache), else ``None``."""
+    if isinstance(cache, CULLING_BACKENDS):
+        return int(getattr(cache, "_max_entries", 300))
+    return None
+
+
+def _index_entry(entry: Any) -> tuple[str, float, str, str | None]:
+    """A person's index entry; one of an earlier version (without its owner) reads with owner ``None``."""
+    return (entry[0], entry[1], entry[2], entry[3] if len(entry) > 3 else None)
 
 
 def _is_record(stored: Any) -> bool:
