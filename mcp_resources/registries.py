@@ -68,15 +68,30 @@ class ResourceRegistry:
         return current is not None and type(current) is template_class
 
     def freeze(self) -> None:
-        """Fix the set of templates and compile them; called when the app registry is ready.
+        """Fix the set of templates, compile and check them; called for the default registry when the app registry
+        is ready, and for any other when a server first serves it (:meth:`ensure_frozen`).
 
         A template whose ``uri_template`` does not compile raises ``ImproperlyConfigured`` with the message of the
-        system check ``mcp_resources.E001``: the process fails to start under any server, which runs no checks.
+        system check ``mcp_resources.E001``; so does any error of the checks that protect answers
+        (:func:`add_freeze_check`: overlapping templates, unscoped querysets, bad owner paths, non-unique lookups,
+        public cache hints on a caller's records), each with its check's message. The process fails to start (or
+        the registry is never served) under any server, which runs no system checks.
         """
-        problems = [f"({TEMPLATE_DOES_NOT_COMPILE}) {message}" for message in uri_template_errors(self.templates)]
-        if problems:
-            raise ImproperlyConfigured("\n".join(problems))
-        self._frozen = True
+        with self._lock:
+            if self._frozen:
+                return
+            problems = [f"({TEMPLATE_DOES_NOT_COMPILE}) {message}" for message in uri_template_errors(self.templates)]
+            if not problems:
+                for check in _freeze_checks:
+                    problems += check(self)
+            if problems:
+                raise ImproperlyConfigured("\n".join(problems))
+            self._frozen = True
+
+    def ensure_frozen(self) -> None:
+        """Freeze the registry unless it is frozen: what a server calls before it serves the registry."""
+        if not self._frozen:
+            self.freeze()
 
     @property
     def frozen(self) -> bool:
@@ -186,6 +201,19 @@ class ResourceRegistry:
 
 
 TEMPLATE_DOES_NOT_COMPILE = "mcp_resources.E001"
+
+FreezeCheck = Callable[[ResourceRegistry], list[str]]
+_freeze_checks: list[FreezeCheck] = []
+
+
+def add_freeze_check(check: FreezeCheck) -> None:
+    """Run ``check(registry)`` whenever a registry freezes; it returns the messages that stop it (``"(id) msg"``).
+
+    The app's system checks that protect answers add theirs when :mod:`mcp_resources.checks` is imported (before the
+    default registry freezes): the registry knows nothing of the checks themselves.
+    """
+    if check not in _freeze_checks:
+        _freeze_checks.append(check)
 
 
 def uri_template_error(template: ResourceTemplate) -> str | None:

@@ -14,6 +14,7 @@ import logging
 from typing import Any
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest
 
 from mcp_resources.caching import MAX_TTL_MS, CacheHint, cache_hint, combine
@@ -215,6 +216,10 @@ def test_a_repository_keyed_by_the_caller_is_never_public(settings, alice, bob):
     assert error.id == "mcp_resources.E036"
     assert "answers each caller on its own unless it declares shared = True" in error.msg
     assert "shared = True" in (error.hint or "")
+    with pytest.raises(ImproperlyConfigured, match=r"^\(mcp_resources\.E036\) Shelf_shelf\.cache_control\(\)"):
+        list_page(server, context(alice))  # not served
+    # Silenced (or a hook the check cannot ask without a caller): served, its answers private all the same.
+    settings.SILENCED_SYSTEM_CHECKS = ["mcp_resources.E036"]
     pages = walk(server, context(alice))
     assert [hint_of(p) for p in pages] == [("private", 60_000)] * 2
     assert hint_of(server.call("resources/read", {"uri": shelf_uri("a0")}, context(alice))) == ("private", 60_000)
@@ -262,6 +267,7 @@ def test_every_page_of_a_listing_with_a_callers_inventory_is_private_and_uncache
     so is every page of a listing that includes one (seed 000), the pages that hold only the repository's entries
     too (the demo's last pages, the handbook's, said ``private, 60000``)."""
     configure(settings, PAGE_SIZE=2, PUBLIC_CACHE_TTL_MS=300_000)
+    settings.SILENCED_SYSTEM_CHECKS = ["mcp_resources.E036"]  # served in spite of it: still private, uncached
 
     class Cacheable(GenericSource):
         items = [thing(f"{i}") for i in range(3)]
@@ -288,6 +294,7 @@ def test_every_page_of_a_listing_with_a_callers_inventory_is_private_and_uncache
 
 def test_model_inventories_stay_private_and_uncached_whatever_they_declare(settings, alice):
     configure(settings, PAGE_SIZE=1, PUBLIC_CACHE_TTL_MS=300_000)
+    settings.SILENCED_SYSTEM_CHECKS = ["mcp_resources.E036"]  # served in spite of it: still private, uncached
 
     class PublicDocs(DocumentSource):
         def cache_control(self, request: HttpRequest) -> tuple[str, int]:

@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
@@ -105,3 +107,129 @@ def test_freezing_a_registry_compiles_its_templates() -> None:
         registry.freeze()
     assert str(info.value) == expected_message()
     assert not registry.frozen
+
+
+# The checks that protect answers (issue 26) -------------------------------------------------------------------
+
+NON_UNIQUE = """
+from mcp_resources import ModelResourceTemplate
+from testproject.library.models import Document
+
+
+class ByTitle(ModelResourceTemplate):
+    model = Document
+    name = "by-title"
+    uri_template = "titles://documents/{title}"
+    owner_field = "owner"
+    ordering = ("id",)
+"""
+
+NON_UNIQUE_APP = (
+    NON_UNIQUE
+    + """
+from mcp_resources import register
+
+register(ByTitle)
+"""
+)
+
+OWN_URLS = (
+    NON_UNIQUE
+    + """
+from django.urls import path
+from mcp_resources import MCPServer, MCPView, ResourceRegistry
+
+own = ResourceRegistry("own")
+own.register(ByTitle)
+urlpatterns = [path("mcp", MCPView.as_view(server=MCPServer(own)))]
+"""
+)
+
+
+def non_unique_message() -> str:
+    """What ``manage.py check`` says of ``ByTitle`` (E023), from the check itself, with its hint."""
+    namespace: dict[str, Any] = {}
+    exec(NON_UNIQUE, namespace)
+    (message,) = checked(namespace["ByTitle"])
+    assert message.id == "mcp_resources.E023"
+    return f"({message.id}) {message.msg} HINT: {message.hint}"
+
+
+@pytest.fixture(scope="module")
+def non_unique_project(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A project whose app registers a model template whose URI variable (a title) names no unique field; and the
+    same project without that app, serving a registry of its own with the template (``own_settings``)."""
+    root = tmp_path_factory.mktemp("nonunique")
+    (root / "nonunique").mkdir()
+    (root / "nonunique" / "__init__.py").write_text("")
+    (root / "nonunique" / "mcp_resources.py").write_text(NON_UNIQUE_APP)
+    (root / "nonunique_settings.py").write_text(
+        "from testproject.settings import *  # noqa: F403\n\nINSTALLED_APPS = [*INSTALLED_APPS, 'nonunique']  # noqa\n"
+    )
+    (root / "own_urls.py").write_text(OWN_URLS)
+    (root / "own_settings.py").write_text(
+        "from testproject.settings import *  # noqa: F403\n\nROOT_URLCONF = 'own_urls'\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", "PYTHONPATH")}
+    env.update(PYTHONPATH=os.pathsep.join([str(root), str(ROOT)]), DJANGO_SETTINGS_MODULE="nonunique_settings")
+    return env
+
+
+@pytest.mark.parametrize("start", list(STARTS))
+def test_a_non_unique_lookup_stops_the_process_from_starting(non_unique_project: dict[str, str], start: str) -> None:
+    """Under gunicorn or uvicorn such a template listed one URI twice in a page and answered its read -32603."""
+    finished = run(STARTS[start], non_unique_project)
+    assert finished.returncode != 0
+    output = finished.stdout + finished.stderr
+    assert f"django.core.exceptions.ImproperlyConfigured: {non_unique_message()}" in output
+    assert "(mcp_resources.E023) ByTitle's URI variables ['title'] do not identify one library.Document" in output
+
+
+def test_a_silenced_check_is_not_enforced(non_unique_project: dict[str, str]) -> None:
+    """A get_queryset() that makes the lookups unique per caller is the documented reason to silence E023."""
+    code = "import django; django.setup(); print('served')"
+    env = {**non_unique_project, "DJANGO_SETTINGS_MODULE": "silenced_settings"}
+    root = non_unique_project["PYTHONPATH"].split(os.pathsep)[0]
+    with open(os.path.join(root, "silenced_settings.py"), "w") as settings_file:
+        settings_file.write(
+            "from nonunique_settings import *  # noqa: F403\n\nSILENCED_SYSTEM_CHECKS = ['mcp_resources.E023']\n"
+        )
+    finished = run([sys.executable, "-c", code], env)
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.strip() == "served"
+
+
+def test_a_registry_the_project_created_is_checked_before_it_is_served(non_unique_project: dict[str, str]) -> None:
+    """The project's own registry, served by ``MCPView.as_view(server=MCPServer(own))`` under uvicorn: its URLconf
+    refuses to load with the check's message, and no request is answered from it (they used to be)."""
+    from tests import live
+
+    env = {**non_unique_project, "DJANGO_SETTINGS_MODULE": "own_settings"}
+    with live.project(Path(env["PYTHONPATH"].split(os.pathsep)[0])) as project:
+        server = live.Server(project, name="own-registry", env=env).start()
+        try:
+            body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}}
+            reply = httpx2.post(server.url, json=body, headers={"Accept": "application/json, text/event-stream"})
+        finally:
+            server.stop()
+    assert reply.status_code == 500
+    assert f"ImproperlyConfigured: {non_unique_message()}" in server.logged()
+
+
+def test_a_registry_is_checked_when_a_server_first_serves_it() -> None:
+    """In-process: the first call of an MCPServer over an unfrozen registry, and MCPView.as_view over it."""
+    from mcp_resources import MCPServer, MCPView
+    from tests.listing_support import context
+
+    namespace: dict[str, Any] = {}
+    exec(NON_UNIQUE, namespace)
+    for serve in (
+        lambda registry: MCPServer(registry).call("resources/templates/list", {}, context()),
+        lambda registry: MCPView.as_view(server=MCPServer(registry)),
+    ):
+        registry = ResourceRegistry("own")
+        registry.register(namespace["ByTitle"])
+        with pytest.raises(ImproperlyConfigured) as info:
+            serve(registry)
+        assert str(info.value) == non_unique_message()
+        assert not registry.frozen

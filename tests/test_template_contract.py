@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 import pytest
 from django.contrib.auth.models import Permission, User
 from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest
 from django.urls import path
 
@@ -154,10 +155,14 @@ def test_e023_accepts_unique_fields_and_unique_constraints(template: type[ModelR
 
 
 @pytest.mark.django_db
-def test_e023_refuses_what_lists_one_uri_twice_and_cannot_be_read(alice: User) -> None:
-    """What the check prevents: both notes listed under one URI, and the read of it a generic error."""
+def test_e023_refuses_what_lists_one_uri_twice_and_cannot_be_read(alice: User, settings: Any) -> None:
+    """What the check prevents, and refuses to serve: both notes listed under one URI, and the read of it a generic
+    error (seen here with the check silenced)."""
     Note.objects.create(owner=alice, title="same", text="one")
     Note.objects.create(owner=alice, title="same", text="two")
+    with pytest.raises(ImproperlyConfigured, match=r"^\(mcp_resources\.E023\) NotesByTitle's URI variables"):
+        server_for(NotesByTitle).call("resources/list", {}, context(alice))
+    settings.SILENCED_SYSTEM_CHECKS = ["mcp_resources.E023"]
     server = server_for(NotesByTitle)
     listed = [r["uri"] for page in walk(server, context(alice)) for r in page["resources"]]
     assert listed == ["learn://notes-by-title/same"] * 2

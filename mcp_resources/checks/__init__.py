@@ -23,7 +23,7 @@ from mcp_resources.checks.configuration import check_auth_settings, check_settin
 from mcp_resources.checks.deployment import check_channel_layer, check_database_connections, check_deployment
 from mcp_resources.checks.fastpaths import check_fast_paths
 from mcp_resources.checks.templates import check_metadata_fields, check_model_template, check_templates
-from mcp_resources.registries import registry
+from mcp_resources.registries import ResourceRegistry, add_freeze_check, registry
 
 logger = logging.getLogger("mcp_resources.checks")
 
@@ -43,7 +43,35 @@ __all__ = [
     "check_templates",
     "log_startup_warnings",
     "mcp_endpoint_paths",
+    "serving_errors",
 ]
+
+SERVING_CHECKS = frozenset(
+    f"mcp_resources.{id}"
+    for id in (
+        "E003",  # overlapping templates: a URI routes to the first, another's records are never read
+        "E005",  # an unscoped model template: it would serve no rows, or (overridden carelessly) everyone's
+        "E019",  # an owner path that does not lead to the user: every listing and read fails
+        "E023",  # non-unique lookups: one URI listed twice in a page, and its read a generic error
+        "E036",  # a public cache hint on a caller's records: a shared cache hands them to another caller
+    )
+)
+"""The template checks that protect answers: enforced when a registry freezes (the default one at startup, any
+other when a server first serves it), not only under ``manage.py check``. Silenced ids (``SILENCED_SYSTEM_CHECKS``)
+are not enforced."""
+
+
+def serving_errors(checked: ResourceRegistry) -> list[str]:
+    """The errors of :data:`SERVING_CHECKS` for ``checked``, as ``"(id) message"`` lines (with the hint)."""
+    silenced = set(getattr(settings, "SILENCED_SYSTEM_CHECKS", ()))
+    return [
+        f"({message.id}) {message.msg}" + (f" HINT: {message.hint}" if message.hint else "")
+        for message in check_templates(checked)
+        if message.id in SERVING_CHECKS and message.id not in silenced and message.is_serious()
+    ]
+
+
+add_freeze_check(serving_errors)
 
 
 @checks.register("mcp_resources")

@@ -108,7 +108,12 @@ class MCPServer:
 
     def call(self, method: str, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
         """Run one request and return its result, or raise an :class:`~mcp_resources.exceptions.MCPError`
-        (:class:`AuthenticationRequired` and :class:`InsufficientScope` are answered with HTTP 401 and 403)."""
+        (:class:`AuthenticationRequired` and :class:`InsufficientScope` are answered with HTTP 401 and 403).
+
+        The first call freezes the registry unless it is frozen (a registry the project created itself): a
+        configuration that the checks protecting answers refuse raises ``ImproperlyConfigured`` with their messages
+        instead of being served."""
+        self.registry.ensure_frozen()
         entry = self.methods.get(method)
         if (
             entry is None

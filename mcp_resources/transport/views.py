@@ -206,6 +206,11 @@ class MCPView(View):
 
     @classmethod
     def as_view(cls, **initkwargs: Any) -> Callable[..., HttpResponseBase]:
+        server = initkwargs.get("server")
+        if server is not None:
+            # A registry the project created: checked (and frozen) as its URLconf loads, as the default one is at
+            # startup; a configuration the checks that protect answers refuse raises ImproperlyConfigured.
+            server.registry.ensure_frozen()
         # Exempt once here: method_decorator(csrf_exempt, name="dispatch") would decorate again on every request.
         return csrf_exempt(super().as_view(**initkwargs))
 
