@@ -99,8 +99,9 @@ properties: install
 	MCP_HYPOTHESIS_PROFILE=long $(VENV)/bin/pytest tests/test_agreement.py
 	MCP_HYPOTHESIS_PROFILE=long MCP_TEST_DB=postgres $(VENV)/bin/pytest tests/test_agreement.py
 
-# The TypeScript SDK (latest @modelcontextprotocol/sdk 1.x) on Node 22 (the npm package node@22, as the conformance
-# suite installs it), into tests/ts/node_modules/ (gitignored). Without npm its tests are skipped, except under CI.
+# The TypeScript SDK (latest @modelcontextprotocol/sdk 1.x; @modelcontextprotocol/client 2.x for the guide's examples)
+# on Node 22 (the npm package node@22, as the conformance suite installs it), into tests/ts/node_modules/ (gitignored).
+# Without npm its tests are skipped, except under CI.
 TS_DIR := tests/ts
 TS_STAMP := $(TS_DIR)/node_modules/.installed
 

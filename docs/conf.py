@@ -49,6 +49,7 @@ autodoc_typehints = "signature"
 autodoc_default_options = {"show-inheritance": False}
 
 html_theme = "furo"
+html_baseurl = "https://django-mcp-resources.readthedocs.io/en/latest/"
 html_title = f"django-mcp-resources {release}"
 html_static_path: list[str] = []
 

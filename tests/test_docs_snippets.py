@@ -10,7 +10,8 @@ The pages: docs/**/*.md and README.md. For each fenced block:
 - ``console`` (the ``$`` lines) and ``sh``/``bash``: ``bash -n``; ``make`` targets exist in the Makefile;
   ``manage.py``/``django-admin`` commands exist with the options named; ``pip install`` extras exist in
   pyproject.toml; a script run with ``python`` exists.
-- ``json``: parsed.
+- ``json``: parsed; ``html+django``: compiled by Django's template engine; ``javascript``: ``node --check``
+  (the examples of docs/guides/ also run, in tests/test_guides.py).
 
 A block opts out only with a reason, in an HTML comment on the line before its fence (invisible on both the
 repository and the site): ``<!-- snippet: compile-only: why -->`` (compiled and its imports resolved, not run) or
@@ -26,6 +27,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import tomllib
 from dataclasses import dataclass
@@ -34,9 +36,11 @@ from typing import Any
 
 import pytest
 from django.core.management import get_commands, load_command_class
+from django.template import Template
 from django.urls import URLPattern, URLResolver
 
 from mcp_resources.conf import DEFAULTS
+from tests.ts.ts_driver import NODE
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [*sorted(path for path in (ROOT / "docs").glob("**/*.md") if "_build" not in path.parts), ROOT / "README.md"]
@@ -85,6 +89,8 @@ ALL = [snippet for page in PAGES for snippet in snippets(page.read_text(), page)
 PYTHON_SNIPPETS = [s for s in ALL if s.language in PYTHON and s.opt_out != "skip"]
 SHELL_SNIPPETS = [s for s in ALL if s.language in SHELL and s.opt_out != "skip"]
 JSON_SNIPPETS = [s for s in ALL if s.language == "json" and s.opt_out != "skip"]
+TEMPLATE_SNIPPETS = [s for s in ALL if s.language in ("html+django", "django") and s.opt_out != "skip"]
+JAVASCRIPT_SNIPPETS = [s for s in ALL if s.language in ("javascript", "js") and s.opt_out != "skip"]
 
 
 def test_the_pages_have_snippets_of_each_kind() -> None:
@@ -210,6 +216,25 @@ def test_a_renamed_api_fails() -> None:
 @pytest.mark.parametrize("snippet", JSON_SNIPPETS, ids=str)
 def test_json_snippet(snippet: Snippet) -> None:
     json.loads(snippet.body)
+
+
+# Django templates and JavaScript ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("snippet", TEMPLATE_SNIPPETS, ids=str)
+def test_template_snippet(snippet: Snippet) -> None:
+    Template(snippet.body)  # compiled by Django's engine: tags and filters exist, blocks close
+
+
+@pytest.mark.parametrize("snippet", JAVASCRIPT_SNIPPETS, ids=str)
+def test_javascript_snippet(snippet: Snippet, tmp_path: Path) -> None:
+    node = NODE if NODE.exists() else shutil.which("node")
+    if node is None:
+        pytest.skip("no Node.js here (make ts-install)")
+    script = tmp_path / "snippet.mjs"
+    script.write_text(snippet.body)
+    checked = subprocess.run([str(node), "--check", str(script)], capture_output=True, text=True, check=False)
+    assert checked.returncode == 0, f"{snippet}: {checked.stderr}"
 
 
 # Shell ------------------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 HOME = "https://github.com/django-mcp-resources/django-mcp-resources"
+SITE = "https://django-mcp-resources.readthedocs.io/en/latest/"  # docs/ built as a site (docs/conf.py)
 COPIED = ("mcp_resources", "tests", "docs", "LICENSE", "README.md", "CHANGELOG.md", "MANIFEST.in", "pyproject.toml")
 
 
@@ -134,6 +135,7 @@ def test_the_metadata(dist: Path) -> None:
     urls = dict(entry.split(", ", 1) for entry in metadata.get_all("Project-URL"))
     assert urls["Homepage"] == HOME
     assert set(urls) == {"Homepage", "Documentation", "Repository", "Issues", "Changelog"}
+    assert urls.pop("Documentation") == SITE
     assert all(url.startswith(HOME) for url in urls.values())
     # The package index shows docs/pypi.md, not the repository's README.
     assert metadata.get_payload().strip() == (ROOT / "docs" / "pypi.md").read_text().strip()
