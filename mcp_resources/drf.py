@@ -7,15 +7,17 @@ template of this module serves a request, so importing the package (and this mod
   ``serializer_class``'s data as ``application/json``, with the request in the serializer's context.
 - :class:`ViewSetResourceTemplate` (or :func:`from_viewset`): a template declared from an existing
   ``GenericViewSet``/``ModelViewSet``: its ``get_queryset()`` (through ``filter_queryset()``), its serializer, its
-  ``lookup_field`` and its ``permission_classes``. The permissions are evaluated for the MCP caller as for a
-  ``GET`` of the REST API: ``has_permission`` for listings, completions and reads (the ``list`` and ``retrieve``
-  actions), ``has_object_permission`` for reads (``get_object()``). A denial answers what a missing record
-  answers: nothing listed, not found on read.
+  ``lookup_field``, its ``permission_classes``, versioning, content negotiation and throttles (everything of
+  ``APIView.initial()`` but authentication). The permissions are evaluated for the MCP caller as for a ``GET`` of
+  the REST API: ``has_permission`` for listings, completions and reads (the ``list`` and ``retrieve`` actions),
+  ``has_object_permission`` for reads (``get_object()``) and for every record a listing or a completion offers. A
+  denial answers what a missing record answers: nothing listed or completed, not found on read.
 
 The MCP caller reaches REST framework as a ``rest_framework.request.Request`` around a ``GET`` copy of the Django
-request, built once per request and only when a serializer or a viewset needs it: ``request.user`` is the caller's
-user and ``request.auth`` its :class:`~mcp_resources.Principal` with the interface of django-oauth-toolkit's access
-tokens (``scope``, ``is_valid()``, ``allow_scopes()``, ``is_expired()``), so permission classes such as
+request with no query parameters, no body and ``Accept: application/json``, built once per request and only when a
+serializer or a viewset needs it: ``request.user`` is the caller's user and ``request.auth`` its
+:class:`~mcp_resources.Principal` with the interface of django-oauth-toolkit's access tokens (``scope``,
+``is_valid()``, ``allow_scopes()``, ``is_expired()``), so permission classes such as
 ``oauth2_provider.contrib.rest_framework.TokenHasScope`` decide on the scopes the MCP endpoint validated.
 """
 
@@ -29,9 +31,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.core.exceptions import ImproperlyConfigured, ObjectDoesNotExist, ValidationError
 from django.db import models
-from django.http import Http404
+from django.http import Http404, QueryDict
 
-from mcp_resources.exceptions import ResourceNotFound, TemplateError
+from mcp_resources.exceptions import RequestThrottled, ResourceNotFound, TemplateError
 from mcp_resources.principal import Principal
 from mcp_resources.protocol.uris import compile_template
 from mcp_resources.resources import ModelResourceTemplate
@@ -41,6 +43,8 @@ if TYPE_CHECKING:
 
 _DRF_REQUEST = "_mcp_drf_request"
 """The Django request attribute holding the REST framework request built for it."""
+_THROTTLED = "_mcp_drf_throttled"
+"""The Django request attribute holding the (template, action) pairs whose throttles this request has counted."""
 LIST = "list"
 RETRIEVE = "retrieve"
 
@@ -80,6 +84,8 @@ def drf_request(request: HttpRequest) -> Any:
 
     It wraps a ``GET`` copy of ``request`` (permission classes decide on safe methods; the MCP request itself is a
     ``POST``), with the caller's user and :class:`TokenPrincipal` set: REST framework's authenticators never run.
+    The copy has no query parameters (the MCP URL's query string is not the viewset's), no body and
+    ``Accept: application/json`` (what a read answers).
     """
     built = getattr(request, _DRF_REQUEST, None)
     if built is not None:
@@ -94,7 +100,12 @@ def drf_request(request: HttpRequest) -> Any:
 
     clone = copy.copy(request)
     clone.method = "GET"
-    clone.META = {**request.META, "REQUEST_METHOD": "GET"}
+    meta = {**request.META, "REQUEST_METHOD": "GET", "QUERY_STRING": "", "HTTP_ACCEPT": "application/json"}
+    for body_header in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+        meta.pop(body_header, None)
+    clone.META = meta
+    clone.GET = QueryDict()
+    clone.POST = QueryDict()
     built = Request(clone)
     built.user = getattr(request, "user", None) or AnonymousUser()
     built.auth = token_principal(getattr(request, "mcp_principal", None))
@@ -138,14 +149,20 @@ class ViewSetResourceTemplate(SerializerResourceTemplate):
     Derived from the viewset unless set on the class: ``model`` (its ``queryset``'s, else its serializer's
     ``Meta.model``), ``lookup_fields`` (the URI variable named like its ``lookup_url_kwarg`` or ``lookup_field``,
     looked up on ``lookup_field``) and ``required_scopes`` (its ``required_scopes``, as ``TokenHasScope`` reads
-    them). ``uri_template`` must hold exactly that one variable.
+    them). ``uri_template`` holds exactly the variables of ``lookup_fields``, one of which is the viewset's own
+    lookup; others (``crm://orgs/{org}/customers/{slug}``) are declared in ``lookup_fields`` too
+    (``{"org": "organization__slug", "slug": "slug"}``) and reach the viewset as URL keyword arguments.
 
-    Listings and completions read ``filter_queryset(get_queryset())`` of the ``list`` action after
-    ``check_permissions()``; reads call ``get_object()`` of the ``retrieve`` action (which checks the object
-    permissions) and render ``get_serializer(obj).data``. A denied permission lists nothing and reads not found.
+    Each action runs what ``APIView.initial()`` runs but authentication: content negotiation, versioning,
+    ``check_permissions()`` and the throttles (counted once per MCP request and action). Listings and completions
+    read ``filter_queryset(get_queryset())`` of the ``list`` action, and offer only the records that the
+    ``retrieve`` action's permissions allow (``check_permissions()`` and ``check_object_permissions()``, record by
+    record: ``object_permissions``); reads call ``get_object()`` of the ``retrieve`` action with every URI variable
+    applied, and render ``get_serializer(obj).data``. A denied permission lists nothing and reads not found.
     """
 
     viewset: ClassVar[type[Any] | None] = None
+    object_permissions: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -154,8 +171,15 @@ class ViewSetResourceTemplate(SerializerResourceTemplate):
             return
         if "model" not in cls.__dict__:
             cls.model = viewset_model(viewset) or cls.model
+        own = lookup_kwarg(viewset)
         if "lookup_fields" not in cls.__dict__:
-            cls.lookup_fields = {lookup_kwarg(viewset): viewset.lookup_field}
+            cls.lookup_fields = {own: viewset.lookup_field}
+        lookups = dict(cls.lookup_fields or {})
+        if lookups.get(own) != viewset.lookup_field:
+            raise ImproperlyConfigured(
+                f"{cls.__name__}: lookup_fields {lookups!r} must map the viewset's URL keyword argument {own!r} to "
+                f"its lookup_field {viewset.lookup_field!r}: get_object() looks the record up so"
+            )
         if "required_scopes" not in cls.__dict__ and getattr(viewset, "required_scopes", None) is not None:
             cls.required_scopes = tuple(viewset.required_scopes)
         if cls.uri_template:
@@ -163,15 +187,15 @@ class ViewSetResourceTemplate(SerializerResourceTemplate):
                 variables = compile_template(cls.uri_template).variables
             except TemplateError:
                 return  # reported by the system checks, with every other invalid template
-            if set(variables) != set(cls.lookup_fields or {}):
+            if set(variables) != set(lookups):
                 raise ImproperlyConfigured(
                     f"{cls.__name__}: uri_template {cls.uri_template!r} must hold exactly the variables "
-                    f"{sorted(cls.lookup_fields or {})} of the viewset's lookup"
+                    f"{sorted(lookups)} of the viewset's lookup (declare the others in lookup_fields)"
                 )
 
     def get_view(self, request: HttpRequest, action: str, **kwargs: Any) -> Any:
         """An instance of ``viewset`` set up for ``action`` (``"list"`` or ``"retrieve"``) of a ``GET`` by the MCP
-        caller of ``request``, as REST framework's router would set it up (no authenticators, no throttles)."""
+        caller of ``request``, as REST framework's router would set it up; :meth:`initial` has not run yet."""
         assert self.viewset is not None, f"{type(self).__name__} needs a viewset"
         view = self.viewset()
         view.request = drf_request(request)
@@ -184,33 +208,86 @@ class ViewSetResourceTemplate(SerializerResourceTemplate):
         view.headers = {}
         return view
 
-    def get_queryset(self, request: HttpRequest) -> models.QuerySet[Any]:
-        """The viewset's ``filter_queryset(get_queryset())`` for the ``list`` action; none when it denies."""
-        from rest_framework.exceptions import NotAuthenticated, PermissionDenied
+    def initial(self, request: HttpRequest, view: Any, *, throttle: bool = True) -> None:
+        """What REST framework's ``APIView.initial()`` runs before a handler, but authentication (the MCP endpoint
+        authenticated the caller): the format suffix, content negotiation (the copy accepts JSON; a viewset
+        without a JSON renderer gets its first one, as ``force=True`` gives it), versioning (``request.version``,
+        ``request.versioning_scheme``), ``check_permissions()`` and, when ``throttle``, ``check_throttles()``:
+        once per MCP request and action (a traversal reads a template several times, a stream re-checks access
+        on every change). Raises REST framework's exceptions; a throttle's refusal as
+        :class:`~mcp_resources.exceptions.RequestThrottled`."""
+        from rest_framework.exceptions import Throttled
 
+        drf = view.request
+        view.format_kwarg = view.get_format_suffix(**view.kwargs)
+        drf.accepted_renderer, drf.accepted_media_type = view.perform_content_negotiation(drf, force=True)
+        drf.version, drf.versioning_scheme = view.determine_version(drf, *view.args, **view.kwargs)
+        view.check_permissions(drf)
+        if throttle:
+            counted: set[tuple[int, str]] = request.__dict__.setdefault(_THROTTLED, set())
+            if (id(self), view.action) not in counted:
+                counted.add((id(self), view.action))
+                try:
+                    view.check_throttles(drf)
+                except Throttled as exc:
+                    wait = None if exc.wait is None else max(1, int(exc.wait))
+                    raise RequestThrottled(data=None if wait is None else {"retryAfter": wait}) from exc
+
+    def get_queryset(self, request: HttpRequest) -> models.QuerySet[Any]:
+        """The viewset's ``filter_queryset(get_queryset())`` for the ``list`` action after :meth:`initial`; none
+        when it denies (or its versioning finds no version)."""
         assert self.model is not None
         view = self.get_view(request, LIST)
         try:
-            view.check_permissions(view.request)
-        except (PermissionDenied, NotAuthenticated):
+            self.initial(request, view)
+        except denials():
             return self.model._default_manager.none()
         queryset: models.QuerySet[Any] = view.filter_queryset(view.get_queryset())
         return queryset
 
+    def has_object_permission(self, request: HttpRequest, obj: models.Model) -> bool:
+        """Whether the ``retrieve`` action would answer ``obj``: its permissions' ``has_permission`` and
+        ``has_object_permission`` (``check_permissions()``, ``check_object_permissions()``), with the record's URI
+        variables as URL keyword arguments; no throttle is counted (the listing or completion counted its own)."""
+        view = self.get_view(request, RETRIEVE, **self.uri_variables(obj))
+        try:
+            self.initial(request, view, throttle=False)
+            view.check_object_permissions(view.request, obj)
+        except denials():
+            return False
+        return True
+
+    def uri_variables(self, obj: models.Model) -> dict[str, Any]:
+        """The URI variables of ``obj`` (each lookup's value), as the viewset's URL keyword arguments."""
+        return {name: _resolve(obj, field) for name, field in self.get_lookups().items()}
+
     def retrieve(self, request: HttpRequest, variables: Mapping[str, Any]) -> tuple[Any, models.Model]:
         """The viewset (``retrieve`` action) and its ``get_object()`` for ``variables``; ``ResourceNotFound`` for a
-        missing record and for any denial."""
-        from rest_framework.exceptions import NotAuthenticated, NotFound, PermissionDenied
+        missing record and for any denial.
 
-        kwargs = {name: variables[name] for name in self.get_lookups()}
+        Every URI variable reaches the viewset as a URL keyword argument, and those other than the viewset's own
+        lookup also filter its queryset (:class:`URIVariablesFilter`, after its own filter backends): a URI that
+        names another organization finds nothing. A record whose own URI is not the one read (a ``get_object()``
+        override that ignores a variable) is not found either: one URI per record.
+        """
+        lookups = self.get_lookups()
+        kwargs = {name: variables[name] for name in lookups}
         if any(isinstance(value, str) and "\x00" in value for value in kwargs.values()):
             raise ResourceNotFound()  # a NUL names no row, and PostgreSQL refuses to compare it
         view = self.get_view(request, RETRIEVE, **kwargs)
+        others = {lookups[name]: kwargs[name] for name in lookups if name != lookup_kwarg(view)}
+        if others:
+            view.filter_backends = [*view.filter_backends, URIVariablesFilter]
+            view.mcp_uri_lookups = others
         try:
-            view.check_permissions(view.request)
+            self.initial(request, view)
             obj = view.get_object()
-        except (Http404, NotFound, PermissionDenied, NotAuthenticated, ObjectDoesNotExist, ValidationError) as exc:
+        except (ObjectDoesNotExist, ValidationError) as exc:
             raise ResourceNotFound() from exc
+        except denials() as exc:
+            raise ResourceNotFound() from exc
+        if others and self.get_uri(obj) != self.canonical_uri(kwargs):
+            raise ResourceNotFound()
         return view, obj
 
     def get_object(self, request: HttpRequest, variables: Mapping[str, Any]) -> models.Model:
@@ -221,8 +298,32 @@ class ViewSetResourceTemplate(SerializerResourceTemplate):
         return render_json(view.get_serializer(obj).data)
 
     def get_contents(self, request: HttpRequest, obj: models.Model) -> Any:
-        kwargs = {name: getattr(obj, field) for name, field in self.get_lookups().items()}
-        return render_json(self.get_view(request, RETRIEVE, **kwargs).get_serializer(obj).data)
+        return render_json(self.get_view(request, RETRIEVE, **self.uri_variables(obj)).get_serializer(obj).data)
+
+
+class URIVariablesFilter:
+    """A REST framework filter backend that applies the URI variables other than the viewset's own lookup
+    (``view.mcp_uri_lookups``, lookup to value) to the ``retrieve`` action's queryset, after the viewset's own
+    filter backends: ``get_object()`` then looks the record up among the records those variables name."""
+
+    def filter_queryset(self, request: Any, queryset: models.QuerySet[Any], view: Any) -> models.QuerySet[Any]:
+        return queryset.filter(**view.mcp_uri_lookups)
+
+
+def denials() -> tuple[type[Exception], ...]:
+    """What REST framework raises for an answer the MCP caller gets as not found: a denied permission, a missing
+    record, a version the viewset does not serve (404 or 406 in the REST API)."""
+    from rest_framework.exceptions import NotAcceptable, NotAuthenticated, NotFound, PermissionDenied
+
+    return (PermissionDenied, NotAuthenticated, NotFound, NotAcceptable, Http404)
+
+
+def _resolve(obj: models.Model, lookup: str) -> Any:
+    """The value of ``lookup`` (``a__b``) for ``obj``, through its related objects."""
+    value: Any = obj
+    for attr in lookup.split("__"):
+        value = getattr(value, attr)
+    return value
 
 
 def lookup_kwarg(viewset: type[Any]) -> str:

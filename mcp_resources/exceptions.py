@@ -153,6 +153,15 @@ class ResourceError(InternalError):
         super().__init__(str(message), **kwargs)
 
 
+class RequestThrottled(MCPError):
+    """A throttle refused the request (a REST framework viewset's ``throttle_classes``): HTTP 429 in 2026-07-28,
+    ``-32600``, with ``data.retryAfter`` in seconds when the throttle tells it."""
+
+    code = INVALID_REQUEST
+    default_message = "Request was throttled"
+    http_status = 429
+
+
 # Authentication and authorization (answered with HTTP 401 / 403 and a WWW-Authenticate challenge) ----------------
 
 

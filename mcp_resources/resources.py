@@ -235,6 +235,11 @@ class ModelResourceTemplate(ResourceTemplate):
     ``list_fields`` declares the fields the overridden listing hooks read: listings then load only those (plus the
     ordering and lookup fields) with ``QuerySet.only()``.
 
+    Per-record permission (optional): ``object_permissions = True`` declares that :meth:`has_object_permission`
+    decides each record the queryset holds, as a viewset's object permissions do. Reads answer not found for a
+    record it refuses, and listings and completions leave such records out: they check every record they would
+    offer, one by one (model instances, never value rows or compiled queries).
+
     Metadata (both optional): ``modified_field`` names a date or datetime field listed as
     ``annotations.lastModified``, ``size_field`` an integer field listed as ``size`` (the content's bytes); both
     are read in the page query.
@@ -252,6 +257,7 @@ class ModelResourceTemplate(ResourceTemplate):
     modified_field: ClassVar[str | None] = None
     size_field: ClassVar[str | None] = None
     fast_paths: ClassVar[frozenset[str]] = fastpaths.ALL
+    object_permissions: ClassVar[bool] = False
     _targets: dict[str, models.Field[Any, Any] | None] | None = None
     _fast_paths_from: ClassVar[type[ModelResourceTemplate] | None] = None
 
@@ -366,16 +372,28 @@ class ModelResourceTemplate(ResourceTemplate):
             # A NUL (from "%00") names no row, and PostgreSQL refuses to compare it (DataError, not a miss).
             raise ResourceNotFound()
         try:
-            return self.get_queryset(request).get(**lookups)
+            obj = self.get_queryset(request).get(**lookups)
         except (ObjectDoesNotExist, ValidationError, ValueError, TypeError, OverflowError) as exc:
             raise ResourceNotFound() from exc
+        if self.object_permissions and not self.has_object_permission(request, obj):
+            raise ResourceNotFound()
+        return obj
+
+    def has_object_permission(self, request: HttpRequest, obj: models.Model) -> bool:
+        """Whether the caller may read ``obj``, a record of its queryset; consulted only when the template declares
+        ``object_permissions = True``, for reads, listings and completions alike. The default allows every one."""
+        return True
 
     @property
     def decides_readers_in_one_query(self) -> bool:
         """Whether :meth:`get_readers` may answer for several callers at once: access comes from ``owner_field``
         and ``fast_paths`` holds ``"batched_readers"`` (no override of ``get_queryset``, ``get_object`` or ``read``
-        took it off)."""
-        return self.owner_field is not None and fastpaths.BATCHED_READERS in self.fast_paths
+        took it off), and no per-record permission (``object_permissions``) decides."""
+        return (
+            self.owner_field is not None
+            and fastpaths.BATCHED_READERS in self.fast_paths
+            and not self.object_permissions
+        )
 
     readers_per_query: ClassVar[int] = 500
     """How many callers :meth:`get_readers` decides in one query (one selected column each): a record shared by

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.db.models import QuerySet
-from django.test import Client
+from django.test import Client, RequestFactory
 from oauth2_provider.contrib.rest_framework import TokenHasScope, TokenMatchesOASRequirements
-from rest_framework import filters, permissions, serializers, viewsets
+from rest_framework import filters, permissions, serializers, throttling, versioning, viewsets
 from rest_framework.request import Request
 
 from mcp_resources import PUBLIC, ModelResourceTemplate
@@ -31,13 +31,18 @@ from mcp_resources.drf import (
     drf_request,
     from_viewset,
 )
-from mcp_resources.exceptions import INVALID_PARAMS, RESOURCE_NOT_FOUND_2025_11_25, InsufficientScope
+from mcp_resources.exceptions import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    RESOURCE_NOT_FOUND_2025_11_25,
+    InsufficientScope,
+)
 from mcp_resources.principal import Principal
 from mcp_resources.protocol.versions import V2025_11_25, V2026_07_28
 from mcp_resources.test import MCPClient
-from testproject.library.models import Bookmark, Note
+from testproject.library.models import Bookmark, Membership, Note, Team
 from tests.conftest import RESOURCE
-from tests.listing_support import SCOPE, context, principal_for, rpc_error, server_for, walk
+from tests.listing_support import SCOPE, configure, context, principal_for, rpc_error, server_for, walk
 
 pytestmark = pytest.mark.django_db
 
@@ -270,8 +275,90 @@ def test_has_object_permission_denies_a_read_as_not_found(alice):
     ctx = context(alice)
     assert read_json(server, ctx, f"learn://guarded-notes/{open_note.pk}")["title"] == "open"
     denied_like_missing(server, ctx, f"learn://guarded-notes/{secret.pk}", "learn://guarded-notes/999999")
-    # As REST framework's list action: object permissions do not filter a listing.
-    assert f"learn://guarded-notes/{secret.pk}" in listed(server, ctx)
+
+
+def complete(server: Any, ctx: Any, template: str, argument: str, value: str = "", **chosen: str) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "ref": {"type": "ref/resource", "uri": template},
+        "argument": {"name": argument, "value": value},
+    }
+    if chosen:
+        body["context"] = {"arguments": chosen}
+    completion: dict[str, Any] = server.call("completion/complete", body, ctx)["completion"]
+    return completion
+
+
+class GuardedTitleViewSet(GuardedNoteViewSet):
+    lookup_field = "title"
+
+
+GuardedTitles = from_viewset(
+    GuardedTitleViewSet, name="guarded-titles", uri_template="learn://guarded-titles/{title}", ordering=("title", "id")
+)
+
+
+@pytest.mark.parametrize("page_size", [1, 2, 50])
+def test_object_permissions_filter_listing_and_completion(settings, alice, page_size):
+    """Listed == readable: a record the viewset's has_object_permission refuses is neither listed nor completed,
+    on every page (refused records fill whole batches), and every listed URI reads."""
+    configure(settings, PAGE_SIZE=page_size)
+    made = notes(alice, "secret 1", "open a", "secret 2", "secret 3", "secret 4", "open b", "secret 5", "secret 6")
+    server = server_for(GuardedNotes)
+    ctx = context(alice)
+    expected = [f"learn://guarded-notes/{n.pk}" for n in made if n.title.startswith("open")]
+    assert listed(server, ctx) == expected
+    for uri in listed(server, ctx):
+        assert read_json(server, ctx, uri)["title"].startswith("open")
+    # With a prefix too: the refused records are left out of the filtered pages.
+    prefixed = [r["uri"] for page in walk(server, ctx, prefix="learn://guarded-notes/") for r in page["resources"]]
+    assert prefixed == expected
+    completed = complete(server, ctx, "learn://guarded-notes/{pk}", "pk")
+    assert completed["values"] == sorted((str(n.pk) for n in made if n.title.startswith("open")), key=str.encode)
+    assert completed["hasMore"] is False
+    titles = server_for(GuardedTitles)
+    assert listed(titles, ctx) == ["learn://guarded-titles/open%20a", "learn://guarded-titles/open%20b"]
+    assert complete(titles, ctx, "learn://guarded-titles/{title}", "title")["values"] == ["open a", "open b"]
+    assert complete(titles, ctx, "learn://guarded-titles/{title}", "title", "secret")["values"] == []
+    assert complete(titles, ctx, "learn://guarded-titles/{title}", "title", "open b")["values"] == ["open b"]
+
+
+def test_completion_offers_a_value_when_one_of_its_records_is_allowed(alice):
+    """Two notes share a title, the first refused: the title is offered once (a value of a record that reads)."""
+    notes(alice, "secret", "secret", "zzz")
+    Note.objects.filter(title="zzz").update(title="secret")  # the third is allowed by pk below
+    allowed = Note.objects.filter(title="secret").order_by("pk").last()
+    assert allowed is not None
+
+    class OnlyOne(permissions.BasePermission):
+        def has_object_permission(self, request: Any, view: Any, obj: Note) -> bool:
+            return obj.pk == allowed.pk
+
+    class OneViewSet(GuardedTitleViewSet):
+        permission_classes = [OnlyOne]
+
+    # title is not unique: completion only (what a template with a second variable would offer for it)
+    template = from_viewset(OneViewSet, name="one", uri_template="learn://one/{title}", required_scopes=(SCOPE,))
+    server = server_for(template)
+    completed = complete(server, context(alice), "learn://one/{title}", "title")
+    assert completed == {"values": ["secret"], "total": 1, "hasMore": False}
+
+
+def test_a_declaration_turns_the_per_record_check_off(alice):
+    """``object_permissions = False`` declares that the viewset's object permissions refuse nothing its queryset
+    holds: listings read value rows again (and list what a read would refuse, when the declaration is wrong)."""
+    from mcp_resources.listing.plan import list_plan
+
+    notes(alice, "open", "secret plans")
+    unchecked = from_viewset(
+        GuardedNoteViewSet,
+        name="unchecked",
+        uri_template="learn://unchecked/{pk}",
+        name_field="title",
+        object_permissions=False,
+    )
+    assert list_plan(unchecked()) is not None
+    assert list_plan(from_viewset(GuardedNoteViewSet, name="c", uri_template="c://{pk}", name_field="title")()) is None
+    assert len(listed(server_for(unchecked), context(alice))) == 2
 
 
 def test_token_has_scope_decides_for_the_mcp_caller(alice):
@@ -447,3 +534,244 @@ def test_the_package_works_without_rest_framework(tmp_path):
 def test_principal_is_unchanged_by_the_token_view():
     principal = Principal(subject="1", scopes=frozenset({"a"}), authenticated=True)
     assert not hasattr(principal, "scope")
+
+
+# initial() but authentication: versioning, content negotiation, throttles ---------------------------------------
+
+
+class DefaultV2(versioning.URLPathVersioning):
+    default_version = "v2"
+    allowed_versions = ("v1", "v2")
+
+
+class VersionedNoteSerializer(OwnerNoteSerializer):
+    version = serializers.SerializerMethodField()
+    rendered_as = serializers.SerializerMethodField()
+
+    class Meta(OwnerNoteSerializer.Meta):
+        fields = [*OwnerNoteSerializer.Meta.fields, "version", "rendered_as"]
+
+    def get_version(self, obj: Note) -> Any:
+        return self.context["request"].version
+
+    def get_rendered_as(self, obj: Note) -> Any:
+        return self.context["request"].accepted_renderer.format
+
+
+class VersionedNoteViewSet(NoteViewSet):
+    """Answers by ``request.version``, as a versioned API does: v1 only lists notes titled "v1"."""
+
+    serializer_class = VersionedNoteSerializer
+
+    def get_queryset(self) -> QuerySet[Note]:
+        queryset = super().get_queryset()
+        return queryset.filter(title="v1") if self.request.version == "v1" else queryset
+
+
+class V1Only(versioning.QueryParameterVersioning):
+    default_version = "v1"
+
+
+class AcceptV2(versioning.AcceptHeaderVersioning):
+    default_version = "v2"
+
+
+@pytest.mark.parametrize(("scheme", "version"), [(DefaultV2, "v2"), (V1Only, "v1"), (AcceptV2, "v2")])
+def test_a_versioned_viewset_lists_reads_and_completes(alice, scheme, version):
+    v1, v2 = notes(alice, "v1", "v2")
+
+    class Versioned(VersionedNoteViewSet):
+        versioning_class = scheme
+
+    server = server_for(from_viewset(Versioned, name="versioned", uri_template="learn://versioned/{pk}"))
+    ctx = context(alice)
+    shown = [v1] if version == "v1" else [v1, v2]
+    assert listed(server, ctx) == [f"learn://versioned/{n.pk}" for n in shown]
+    for note in shown:
+        answer = read_json(server, ctx, f"learn://versioned/{note.pk}")
+        assert (answer["version"], answer["rendered_as"]) == (version, "json")
+    assert complete(server, ctx, "learn://versioned/{pk}", "pk")["values"] == [str(n.pk) for n in shown]
+
+
+class NoDefaultInPath(versioning.URLPathVersioning):
+    allowed_versions = ("v1",)  # no default version: a request that names none is a 404 of the REST API
+
+
+class NoDefaultAccepted(versioning.AcceptHeaderVersioning):
+    allowed_versions = ("v1",)  # a 406 of the REST API
+
+
+@pytest.mark.parametrize("scheme", [NoDefaultInPath, NoDefaultAccepted])
+def test_a_version_the_viewset_does_not_allow_is_not_found(alice, scheme):
+    (note,) = notes(alice, "n")
+
+    class Strict(VersionedNoteViewSet):
+        versioning_class = scheme
+
+    server = server_for(from_viewset(Strict, name="strict", uri_template="learn://strict/{pk}"))
+    ctx = context(alice)
+    assert listed(server, ctx) == []
+    denied_like_missing(server, ctx, f"learn://strict/{note.pk}", "learn://strict/0")
+
+
+class TwoPerMinute(throttling.UserRateThrottle):
+    scope = "mcp-tests"
+    rate = "2/min"
+
+
+class ThrottledNoteViewSet(GuardedNoteViewSet):
+    throttle_classes = [TwoPerMinute]
+
+
+Throttled = from_viewset(ThrottledNoteViewSet, name="throttled", uri_template="learn://throttled/{pk}")
+
+
+def test_throttles_count_each_mcp_request_once(settings, alice, bob):
+    """The viewset's throttles see each MCP request once, whatever it reads: a page that reads its source in three
+    batches (refused records fill two) counts as one request of the list action."""
+    from django.core.cache import cache
+
+    cache.clear()
+    configure(settings, PAGE_SIZE=1)
+    made = notes(alice, "secret 1", "secret 2", "a")
+    server = server_for(Throttled)
+    assert list_page_uris(server, context(alice)) == [f"learn://throttled/{made[2].pk}"]
+    assert read_json(server, context(alice), f"learn://throttled/{made[2].pk}")["title"] == "a"
+    error = rpc_error(lambda: server.call("resources/read", {"uri": f"learn://throttled/{made[2].pk}"}, context(alice)))
+    assert (error.code, error.message) == (INVALID_REQUEST, "Request was throttled")
+    assert error.http_status == 429
+    assert 1 <= error.data["retryAfter"] <= 60
+    # Another user has throttles of its own.
+    notes(bob, "d")
+    assert len(list_page_uris(server, context(bob))) == 1
+
+
+def list_page_uris(server: Any, ctx: Any) -> list[str]:
+    return [r["uri"] for r in server.call("resources/list", {}, ctx)["resources"]]
+
+
+# Every URI variable: crm://orgs/{org}/customers/{slug} ---------------------------------------------------------
+
+
+class MembershipSerializer(serializers.ModelSerializer[Membership]):
+    class Meta:
+        model = Membership
+        fields = ["id", "team", "user", "role"]
+
+
+class RoleViewSet(viewsets.ReadOnlyModelViewSet[Membership]):
+    """The caller's roles, looked up by role (unique per team and user, as a slug is unique per organization)."""
+
+    permission_classes = [permissions.IsAuthenticated]
+    serializer_class = MembershipSerializer
+    lookup_field = "role"
+
+    def get_queryset(self) -> QuerySet[Membership]:
+        return Membership.objects.filter(user_id=self.request.user.pk)
+
+
+Roles = from_viewset(
+    RoleViewSet,
+    name="roles",
+    uri_template="learn://teams/{team}/roles/{role}",
+    lookup_fields={"team": "team_id", "role": "role"},
+    ordering=("team", "role", "id"),
+    required_scopes=(SCOPE,),
+)
+
+
+def test_every_uri_variable_is_honoured(alice, bob):
+    first, second, third = Team.objects.bulk_create([Team(name="first"), Team(name="second"), Team(name="third")])
+    mine = Membership.objects.bulk_create(
+        [
+            Membership(team=first, user=alice, role="admin"),
+            Membership(team=second, user=alice, role="admin"),
+            Membership(team=first, user=alice, role="owner"),
+            Membership(team=third, user=bob, role="owner"),
+        ]
+    )
+    server = server_for(Roles)
+    ctx = context(alice)
+    uris = listed(server, ctx)
+    expected = sorted(mine[:3], key=lambda m: (m.team_id, m.role.encode(), m.pk))
+    assert uris == [f"learn://teams/{m.team_id}/roles/{m.role}" for m in expected]
+    # A URI the listing returned reads its own record (the role alone names two).
+    for uri, membership in zip(uris, expected, strict=True):
+        assert read_json(server, ctx, uri)["id"] == membership.pk
+    # A team that does not hold the role, or does not exist, reads nothing of another team.
+    denied_like_missing(server, ctx, f"learn://teams/{second.pk}/roles/owner", "learn://teams/0/roles/none")
+    denied_like_missing(server, ctx, "learn://teams/999999/roles/owner", "learn://teams/0/roles/none")
+    denied_like_missing(server, ctx, f"learn://teams/{third.pk}/roles/owner", "learn://teams/0/roles/none")
+    completed = complete(server, ctx, "learn://teams/{team}/roles/{role}", "role", team=str(second.pk))
+    assert completed["values"] == ["admin"]
+
+
+def test_a_get_object_that_ignores_a_variable_reads_not_found(alice):
+    """A viewset's own get_object() that looks up the role alone: the record it finds is answered only when its
+    URI is the one read."""
+    team = Team.objects.create(name="t")
+    membership = Membership.objects.create(team=team, user=alice, role="solo")
+
+    class RoleOnly(RoleViewSet):
+        def get_object(self) -> Membership:
+            obj: Membership = self.get_queryset().get(role=self.kwargs["role"])
+            return obj
+
+    server = server_for(
+        from_viewset(
+            RoleOnly,
+            name="role-only",
+            uri_template="learn://role-only/{team}/{role}",
+            lookup_fields={"team": "team_id", "role": "role"},
+        )
+    )
+    assert read_json(server, context(alice), f"learn://role-only/{team.pk}/solo")["id"] == membership.pk
+    denied_like_missing(server, context(alice), "learn://role-only/999999/solo", "learn://role-only/0/none")
+
+
+def test_lookup_fields_must_hold_the_viewsets_own_lookup():
+    with pytest.raises(ImproperlyConfigured, match="must map the viewset's URL keyword argument 'role'"):
+        from_viewset(
+            RoleViewSet,
+            name="wrong",
+            uri_template="learn://wrong/{team}/{name}",
+            lookup_fields={"team": "team_id", "name": "role"},
+        )
+    with pytest.raises(ImproperlyConfigured, match="to its lookup_field 'role'"):
+        from_viewset(
+            RoleViewSet, name="wrong", uri_template="learn://wrong/{role}", lookup_fields={"role": "role__iexact"}
+        )
+
+
+# No query parameters from the MCP URL ---------------------------------------------------------------------------
+
+
+class QueryFilteredNoteViewSet(NoteViewSet):
+    """Filters by ``?title=`` when it is given, as a REST API's list often does."""
+
+    def filter_queryset(self, queryset: QuerySet[Note]) -> QuerySet[Note]:
+        title = self.request.query_params.get("title")
+        return queryset.filter(title=title) if title else queryset
+
+
+QueryFiltered = from_viewset(QueryFilteredNoteViewSet, name="query-filtered", uri_template="learn://qf/{pk}")
+
+
+def test_the_viewset_sees_no_query_parameters_from_the_mcp_url(alice):
+    a, b = notes(alice, "a", "b")
+    server = server_for(QueryFiltered)
+    plain = context(alice)
+    with_query = context(alice)
+    with_query.request = RequestFactory().post("/mcp?title=a&format=xml", data=b"{}", content_type="application/json")
+    with_query.request.user = alice
+    with_query.request.mcp_principal = plain.principal  # type: ignore[attr-defined]
+    for ctx in (plain, with_query):
+        assert listed(server, ctx) == [f"learn://qf/{a.pk}", f"learn://qf/{b.pk}"]
+        assert read_json(server, ctx, f"learn://qf/{b.pk}")["title"] == "b"
+        assert complete(server, ctx, "learn://qf/{pk}", "pk")["values"] == [str(a.pk), str(b.pk)]
+    drf = drf_request(with_query.request)
+    assert dict(drf.query_params) == {}
+    assert drf.META["QUERY_STRING"] == ""
+    assert drf.data == {}
+    # The MCP request itself keeps its query string.
+    assert with_query.request.GET["title"] == "a"

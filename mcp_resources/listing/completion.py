@@ -31,7 +31,7 @@ from mcp_resources import fastpaths
 from mcp_resources.cancellation import cancellable_queries
 from mcp_resources.exceptions import InvalidParams
 from mcp_resources.listing.compiled import CompiledQuery
-from mcp_resources.listing.keyset import byte_ordered
+from mcp_resources.listing.keyset import byte_ordered, keyset_filter
 from mcp_resources.listing.sources import remaining_ms
 from mcp_resources.ownership import owner_of
 from mcp_resources.protocol.uris import MAX_URI_LENGTH
@@ -197,6 +197,11 @@ def complete_model(
     if lookup is None:
         return Completion(values=[], total=0)
     filters = {lookups[name]: chosen for name, chosen in context.items() if name in lookups}
+    if template.object_permissions:
+        try:
+            return complete_permitted(template, request, lookup, value, filters, deadline)
+        except (ValueError, TypeError, ValidationError, OverflowError):
+            return Completion(values=[], total=0)
     declared = None if filters else declared_completion(template)
     try:
         if declared is not None:
@@ -218,6 +223,53 @@ def complete_model(
     if len(values) > MAX_VALUES:
         return Completion(values=[str(v) for v in values[:MAX_VALUES]], total=None, has_more=True)
     return Completion(values=[str(v) for v in values], total=len(values))
+
+
+CHECKED_RECORDS = 1_000
+"""The most records one completion checks one by one, for a template that declares ``object_permissions``."""
+_BATCH = MAX_VALUES + 1  # every record allowed, each with its own value: one query, as without the checks
+
+
+def complete_permitted(
+    template: ModelResourceTemplate,
+    request: HttpRequest,
+    lookup: str,
+    value: str,
+    filters: Mapping[str, Any],
+    deadline: float,
+) -> Completion:
+    """The values of ``lookup`` starting with ``value`` among the caller's records that the template's
+    ``has_object_permission`` allows (``object_permissions = True``): values only of records that read.
+
+    The records are read in ``(value, pk)`` byte order, a batch at a time (keyset pages, never an offset), and
+    checked one by one; a value is offered once, when a record holding it is allowed. At most
+    :data:`CHECKED_RECORDS` records are checked: past them the answer says that there may be more.
+    """
+    queryset = template.get_queryset(request).filter(**filters)
+    queryset = queryset.annotate(**{_VALUE: completion_expression(queryset.model, lookup, queryset.db)})
+    queryset = queryset.filter(**{f"{_VALUE}__gte" if value else f"{_VALUE}__gt": value})
+    upper = prefix_successor(value)
+    if upper is not None:
+        queryset = queryset.filter(**{f"{_VALUE}__lt": upper})
+    values: list[Any] = []
+    checked = 0
+    after: tuple[Any, Any] | None = None
+    while checked < CHECKED_RECORDS:
+        page = queryset if after is None else queryset.filter(keyset_filter([_VALUE, "pk"], after))
+        page = page.order_by(_VALUE, "pk")[:_BATCH]
+        with statement_timeout(page.db, remaining_ms(deadline)), cancellable_queries(request, page.db):
+            records = list(page)
+        for obj in records:
+            checked += 1
+            found = getattr(obj, _VALUE)
+            if (not values or values[-1] != found) and template.has_object_permission(request, obj):
+                values.append(found)
+                if len(values) > MAX_VALUES:
+                    return Completion(values=[str(v) for v in values[:MAX_VALUES]], total=None, has_more=True)
+        if len(records) < _BATCH:
+            return Completion(values=[str(v) for v in values], total=len(values))
+        after = (getattr(records[-1], _VALUE), records[-1].pk)
+    return Completion(values=[str(v) for v in values], total=None, has_more=True)
 
 
 def values_query(

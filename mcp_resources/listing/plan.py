@@ -127,7 +127,12 @@ def list_plan(template: ModelResourceTemplate) -> ListPlan | None:
 
 
 def _make_plan(template: ModelResourceTemplate) -> ListPlan | None:
-    if template.model is None or template.name_field is None or fastpaths.VALUE_ROWS not in template.fast_paths:
+    if (
+        template.model is None
+        or template.name_field is None
+        or fastpaths.VALUE_ROWS not in template.fast_paths
+        or template.object_permissions  # each record is checked: model instances
+    ):
         return None
     lookups = template.get_lookups()
     extra = [path for path in (template.modified_field, template.size_field) if path is not None]

@@ -209,9 +209,13 @@ def model_page(
         spelled = fastpaths.VALUE_ROWS not in template.fast_paths
         for key, resource in pairs:
             check_model_resource(template, key, resource, reads=spelled)
-    entries = [(key, resource) for key, resource in pairs if not prefix or resource["uri"].startswith(prefix)]
+    listed = [index for index, (_, resource) in enumerate(pairs) if not prefix or resource["uri"].startswith(prefix)]
+    if template.object_permissions:
+        # A record its object permission refuses reads not found: it is not listed either (instances: no plan).
+        listed = [index for index in listed if template.has_object_permission(request, rows[index])]
+    entries = [pairs[index] for index in listed]
     if not entries and has_more and pairs:
-        # Every row of this batch fell outside the prefix once encoded: continue after the last one.
+        # Every row of this batch fell outside the prefix once encoded, or was refused: continue after the last one.
         return [(pairs[-1][0], {})], True
     return entries, has_more
 

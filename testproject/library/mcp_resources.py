@@ -58,8 +58,8 @@ class NoteResource(ModelResourceTemplate):
 
 
 # The REST API's bookmarks viewset, as MCP resources: its queryset, serializer (JSON contents), slug lookup and
-# permissions (IsAuthenticated, TokenHasScope with documents:read). Listed in slug order, which the
-# (owner, slug COLLATE "C") index serves, as it serves the completion of {slug}.
+# permissions (IsAuthenticated, TokenHasScope with documents:read; no object permissions, declared below). Listed
+# in slug order, which the (owner, slug COLLATE "C") index serves, as it serves the completion of {slug}.
 BookmarkResource = register(
     from_viewset(
         BookmarkViewSet,
@@ -69,6 +69,8 @@ BookmarkResource = register(
         description="The signed-in user's bookmarks, as the REST API at /api/bookmarks/ serves them.",
         ordering=("slug",),
         name_field="title",
+        # IsAuthenticated and TokenHasScope refuse no single bookmark: no per-record check, value rows are listed.
+        object_permissions=False,
     )
 )
 
