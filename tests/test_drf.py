@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -288,12 +289,12 @@ def complete(server: Any, ctx: Any, template: str, argument: str, value: str = "
     return completion
 
 
-class GuardedTitleViewSet(GuardedNoteViewSet):
-    lookup_field = "title"
-
-
 GuardedTitles = from_viewset(
-    GuardedTitleViewSet, name="guarded-titles", uri_template="learn://guarded-titles/{title}", ordering=("title", "id")
+    GuardedNoteViewSet,
+    name="guarded-titles",
+    uri_template="learn://guarded-titles/{title}/{pk}",
+    lookup_fields={"title": "title", "pk": "pk"},
+    ordering=("title", "id"),
 )
 
 
@@ -316,10 +317,15 @@ def test_object_permissions_filter_listing_and_completion(settings, alice, page_
     assert completed["values"] == sorted((str(n.pk) for n in made if n.title.startswith("open")), key=str.encode)
     assert completed["hasMore"] is False
     titles = server_for(GuardedTitles)
-    assert listed(titles, ctx) == ["learn://guarded-titles/open%20a", "learn://guarded-titles/open%20b"]
-    assert complete(titles, ctx, "learn://guarded-titles/{title}", "title")["values"] == ["open a", "open b"]
-    assert complete(titles, ctx, "learn://guarded-titles/{title}", "title", "secret")["values"] == []
-    assert complete(titles, ctx, "learn://guarded-titles/{title}", "title", "open b")["values"] == ["open b"]
+    opened = [n for n in made if n.title.startswith("open")]
+    assert listed(titles, ctx) == [f"learn://guarded-titles/{quote(n.title)}/{n.pk}" for n in opened]
+    template = "learn://guarded-titles/{title}/{pk}"
+    assert complete(titles, ctx, template, "title")["values"] == ["open a", "open b"]
+    assert complete(titles, ctx, template, "title", "secret")["values"] == []
+    assert complete(titles, ctx, template, "title", "open b")["values"] == ["open b"]
+    secret = next(n for n in made if n.title == "secret 2")
+    assert complete(titles, ctx, template, "pk", title="secret 2")["values"] == []
+    assert complete(titles, ctx, template, "pk", str(secret.pk), title="secret 2")["values"] == []
 
 
 def test_completion_offers_a_value_when_one_of_its_records_is_allowed(alice):
@@ -333,13 +339,14 @@ def test_completion_offers_a_value_when_one_of_its_records_is_allowed(alice):
         def has_object_permission(self, request: Any, view: Any, obj: Note) -> bool:
             return obj.pk == allowed.pk
 
-    class OneViewSet(GuardedTitleViewSet):
+    class OneViewSet(GuardedNoteViewSet):
         permission_classes = [OnlyOne]
 
-    # title is not unique: completion only (what a template with a second variable would offer for it)
-    template = from_viewset(OneViewSet, name="one", uri_template="learn://one/{title}", required_scopes=(SCOPE,))
+    template = from_viewset(
+        OneViewSet, name="one", uri_template="learn://one/{title}/{pk}", lookup_fields={"title": "title", "pk": "pk"}
+    )
     server = server_for(template)
-    completed = complete(server, context(alice), "learn://one/{title}", "title")
+    completed = complete(server, context(alice), "learn://one/{title}/{pk}", "title")
     assert completed == {"values": ["secret"], "total": 1, "hasMore": False}
 
 
@@ -670,14 +677,19 @@ class RoleViewSet(viewsets.ReadOnlyModelViewSet[Membership]):
         return Membership.objects.filter(user_id=self.request.user.pk)
 
 
+ROLES = "learn://teams/{team}/users/{user}/roles/{role}"
 Roles = from_viewset(
     RoleViewSet,
     name="roles",
-    uri_template="learn://teams/{team}/roles/{role}",
-    lookup_fields={"team": "team_id", "role": "role"},
+    uri_template=ROLES,
+    lookup_fields={"team": "team_id", "user": "user_id", "role": "role"},
     ordering=("team", "role", "id"),
     required_scopes=(SCOPE,),
 )
+
+
+def role_uri(team: Any, user: Any, role: str) -> str:
+    return f"learn://teams/{getattr(team, 'pk', team)}/users/{getattr(user, 'pk', user)}/roles/{role}"
 
 
 def test_every_uri_variable_is_honoured(alice, bob):
@@ -694,15 +706,17 @@ def test_every_uri_variable_is_honoured(alice, bob):
     ctx = context(alice)
     uris = listed(server, ctx)
     expected = sorted(mine[:3], key=lambda m: (m.team_id, m.role.encode(), m.pk))
-    assert uris == [f"learn://teams/{m.team_id}/roles/{m.role}" for m in expected]
+    assert uris == [role_uri(m.team_id, alice, m.role) for m in expected]
     # A URI the listing returned reads its own record (the role alone names two).
     for uri, membership in zip(uris, expected, strict=True):
         assert read_json(server, ctx, uri)["id"] == membership.pk
-    # A team that does not hold the role, or does not exist, reads nothing of another team.
-    denied_like_missing(server, ctx, f"learn://teams/{second.pk}/roles/owner", "learn://teams/0/roles/none")
-    denied_like_missing(server, ctx, "learn://teams/999999/roles/owner", "learn://teams/0/roles/none")
-    denied_like_missing(server, ctx, f"learn://teams/{third.pk}/roles/owner", "learn://teams/0/roles/none")
-    completed = complete(server, ctx, "learn://teams/{team}/roles/{role}", "role", team=str(second.pk))
+    # A team that does not hold the role, or does not exist, reads nothing of another team; nor another user.
+    missing = role_uri(0, 0, "none")
+    denied_like_missing(server, ctx, role_uri(second, alice, "owner"), missing)
+    denied_like_missing(server, ctx, role_uri(999999, alice, "owner"), missing)
+    denied_like_missing(server, ctx, role_uri(third, alice, "owner"), missing)
+    denied_like_missing(server, ctx, role_uri(first, bob, "owner"), missing)
+    completed = complete(server, ctx, ROLES, "role", team=str(second.pk), user=str(alice.pk))
     assert completed["values"] == ["admin"]
 
 
@@ -721,12 +735,14 @@ def test_a_get_object_that_ignores_a_variable_reads_not_found(alice):
         from_viewset(
             RoleOnly,
             name="role-only",
-            uri_template="learn://role-only/{team}/{role}",
-            lookup_fields={"team": "team_id", "role": "role"},
+            uri_template="learn://role-only/{team}/{user}/{role}",
+            lookup_fields={"team": "team_id", "user": "user_id", "role": "role"},
         )
     )
-    assert read_json(server, context(alice), f"learn://role-only/{team.pk}/solo")["id"] == membership.pk
-    denied_like_missing(server, context(alice), "learn://role-only/999999/solo", "learn://role-only/0/none")
+    assert read_json(server, context(alice), f"learn://role-only/{team.pk}/{alice.pk}/solo")["id"] == membership.pk
+    denied_like_missing(
+        server, context(alice), f"learn://role-only/999999/{alice.pk}/solo", "learn://role-only/0/0/none"
+    )
 
 
 def test_lookup_fields_must_hold_the_viewsets_own_lookup():
