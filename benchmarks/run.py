@@ -80,6 +80,12 @@ ITEMS: dict[str, dict[str, Any]] = {
         "quick": ["--size", "2000", "--rounds", "5", "--batch-seconds", "0.03"],
         "timeout": 900,
     },
+    "telemetry": {
+        "script": "bench_telemetry.py",
+        "full": ["--rounds", "3000"],
+        "quick": ["--rounds", "1000"],
+        "timeout": 900,
+    },
     "listeners": {
         "script": "bench_listeners.py",
         "full": ["--full"],
@@ -232,6 +238,16 @@ def summarize(results: dict[str, Any]) -> list[dict[str, Any]]:
             repository["target"],
             True,
         )
+    telemetry = results.get("telemetry")
+    if telemetry:
+        for mode, label in (("noop", "OpenTelemetry API, no SDK (no-op)"), ("sdk", "the SDK, in-memory exporter")):
+            add(
+                "10",
+                f"request p50 with telemetry ({label}) / without telemetry (in process)",
+                telemetry["ratios"][mode],
+                telemetry["targets"][mode],
+                True,
+            )
     listeners = results.get("listeners")
     if listeners:
         targets = listeners["targets"]
@@ -511,6 +527,13 @@ def markdown_results(latest: dict[str, Any]) -> str:
             f"- Item 4: raw AES-GCM {codec['raw_s'] * 1e6:.2f} µs, codec {codec['codec_s'] * 1e6:.2f} µs, "
             f"make_cursor+read_cursor {codec['cursor_helpers_s'] * 1e6:.2f} µs "
             f"({codec['payload_bytes']} payload bytes, {codec['token_chars']}-character token)."
+        )
+    telemetry = results.get("telemetry")
+    if telemetry:
+        other.append(
+            "- Item 10: request p50 "
+            + ", ".join(f"{mode} {value:.3f} ms" for mode, value in telemetry["p50_ms"].items())
+            + f" ({telemetry['rounds']} rounds x {telemetry['batch']} requests a mode)."
         )
     completion = results.get("completion")
     if completion:

@@ -14,12 +14,14 @@ class SimpleMCPResourcesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from mcp_resources import checks, receivers  # importing checks registers the system checks
+        from mcp_resources import checks, receivers, telemetry  # importing checks registers the system checks
         from mcp_resources.registries import registry
+        from mcp_resources.transport import fanout, streams
 
         registry.freeze()
         receivers.connect()
         checks.log_startup_warnings()
+        telemetry.observe(open_streams=streams.open_stream_count, delivery_counts=fanout.delivery_counts)
 
 
 class MCPResourcesConfig(SimpleMCPResourcesConfig):

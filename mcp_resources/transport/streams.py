@@ -46,6 +46,13 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 
 _open_streams: Counter[str] = Counter()
 _session_streams: Counter[str] = Counter()  # open GET streams of each session, in this process
+
+
+def open_stream_count() -> int:
+    """The streams open in this process (the ``mcp_resources.streams.active`` metric, docs/telemetry.md)."""
+    return sum(_open_streams.values())
+
+
 _active: set[asyncio.Task[Any]] = set()
 RECEIVE_ATTEMPTS = fanout_module.RECEIVE_ATTEMPTS
 

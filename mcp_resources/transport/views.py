@@ -24,6 +24,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
+from mcp_resources import telemetry
 from mcp_resources.access import PUBLIC
 from mcp_resources.conf import mcp_settings
 from mcp_resources.exceptions import (
@@ -365,20 +366,30 @@ class MCPView(View):
             return self.auth_failure(request, AuthenticationRequired(self.get_server().inventory_scopes()))
         version = negotiate_version(requested)
         ctx = CallContext(request, version, principal, streams=serves_streams(request))
-        try:
-            result = self.get_server().call("initialize", message.params, ctx)
-        except MCPError as exc:
-            return error_response(exc.with_id(message.id), 400)
-        try:
-            session = self.session_store.create(principal, version)
-        except SessionLimitReached as exc:
-            logger.warning("refused initialize: the caller already holds %d sessions", exc.limit)
-            refusal = InvalidRequest("Too many sessions for this caller", data={"maxSessions": exc.limit})
-            return error_response(refusal.with_id(message.id), 429, headers={"Retry-After": str(exc.retry_after)})
-        return json_response(
-            jsonrpc.result_response(message.id, result),  # type: ignore[arg-type]
-            headers={SESSION_HEADER: session.id},
-        )
+        with telemetry.operation(
+            "initialize", message.params, request_id=message.id, protocol_version=version
+        ) as operation:
+            try:
+                result = self.get_server().call("initialize", message.params, ctx)
+            except MCPError as exc:
+                if operation is not None:
+                    operation.fail(exc.code, exc.message)
+                return error_response(exc.with_id(message.id), 400)
+            try:
+                session = self.session_store.create(principal, version)
+            except SessionLimitReached as exc:
+                logger.warning("refused initialize: the caller already holds %d sessions", exc.limit)
+                refusal = InvalidRequest("Too many sessions for this caller", data={"maxSessions": exc.limit})
+                if operation is not None:
+                    operation.fail(refusal.code, refusal.message)
+                headers = {"Retry-After": str(exc.retry_after)}
+                return error_response(refusal.with_id(message.id), 429, headers=headers)
+            if operation is not None:
+                operation.set("mcp.session.id", session.id)
+            return json_response(
+                jsonrpc.result_response(message.id, result),  # type: ignore[arg-type]
+                headers={SESSION_HEADER: session.id},
+            )
 
     def session_message(
         self,
@@ -407,15 +418,27 @@ class MCPView(View):
     def run(self, message: jsonrpc.Message, ctx: CallContext) -> HttpResponse:
         assert message.method is not None
         assert message.id is not None
-        try:
-            result = self.get_server().call(message.method, message.params, ctx)
-        except (AuthenticationRequired, InsufficientScope) as exc:
-            return self.auth_failure(ctx.request, exc)
-        except MCPError as exc:
-            exc.with_id(message.id)
-            return error_response(exc, exc.http_status if ctx.stateless else 200)
-        encode = jsonrpc.dumps_plain if message.method in PLAIN_RESULTS else jsonrpc.dumps
-        return json_response(jsonrpc.result_response(message.id, result), encode=encode)
+        session_id = getattr(ctx.session, "id", None)
+        with telemetry.operation(
+            message.method,
+            message.params,
+            request_id=message.id,
+            protocol_version=ctx.protocol_version,
+            session_id=session_id,
+        ) as operation:
+            try:
+                result = self.get_server().call(message.method, message.params, ctx)
+            except (AuthenticationRequired, InsufficientScope) as exc:
+                if operation is not None:
+                    operation.fail(exc.code, exc.message)
+                return self.auth_failure(ctx.request, exc)
+            except MCPError as exc:
+                if operation is not None:
+                    operation.fail(exc.code, exc.message)
+                exc.with_id(message.id)
+                return error_response(exc, exc.http_status if ctx.stateless else 200)
+            encode = jsonrpc.dumps_plain if message.method in PLAIN_RESULTS else jsonrpc.dumps
+            return json_response(jsonrpc.result_response(message.id, result), encode=encode)
 
     # GET / DELETE ----------------------------------------------------------------------------------------
 
@@ -474,10 +497,15 @@ class MCPView(View):
         ctx = CallContext(request, version, principal, streams=True)
         if server.sources() and not principal.authenticated:
             return self.auth_failure(request, AuthenticationRequired(server.inventory_scopes()))
-        try:
-            honoured = server.prepare_listen(message.params, ctx)
-        except MCPError as exc:
-            return error_response(exc.with_id(message.id))
+        with telemetry.operation(
+            message.method, message.params, request_id=message.id, protocol_version=version
+        ) as operation:
+            try:
+                honoured = server.prepare_listen(message.params, ctx)
+            except MCPError as exc:
+                if operation is not None:
+                    operation.fail(exc.code, exc.message)
+                return error_response(exc.with_id(message.id))
         return StreamPlan(
             owner=owner_of(principal),
             uris=set(honoured.get("resourceSubscriptions", [])),
