@@ -209,3 +209,18 @@ def test_w006_names_the_template_the_fast_path_and_its_cost() -> None:
     )
     assert "one query per subscriber before every update" in warning.msg
     assert "fast_paths" in (warning.hint or "")
+
+
+def test_w006_names_a_default_manager_of_the_project() -> None:
+    """A template without ``queryset`` over a model whose default manager is the project's: W006 says the compiled
+    paths are off, and why (the manager may filter per request)."""
+    registry = ResourceRegistry("w006-manager")
+    registry.register(TenantRecords)
+    (warning,) = check_fast_paths(registry)
+    assert warning.id == "mcp_resources.W006"
+    assert warning.obj is TenantRecords
+    assert warning.msg == (
+        "TenantRecords lists Record through its default manager (TenantManager), which may filter per request: the "
+        "compiled listing and the compiled completion are off (every page and every completion is built and compiled "
+        "by the ORM)."
+    )

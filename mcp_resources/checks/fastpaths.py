@@ -14,7 +14,12 @@ def check_fast_paths(registry: ResourceRegistry) -> list[checks.CheckMessage]:
     project's, not the package's) turned off a fast path its attributes would otherwise enable."""
     messages: list[checks.CheckMessage] = []
     for template in registry.templates:
-        if not isinstance(template, ModelResourceTemplate) or template._fast_paths_from is not None:
+        if not isinstance(template, ModelResourceTemplate):
+            continue
+        manager = _project_manager(template)
+        if manager is not None:
+            messages.append(manager)
+        if template._fast_paths_from is not None:
             continue
         cls = type(template)
         lost: list[str] = []
@@ -43,6 +48,24 @@ def check_fast_paths(registry: ResourceRegistry) -> list[checks.CheckMessage]:
                 )
             )
     return messages
+
+
+def _project_manager(template: ModelResourceTemplate) -> checks.CheckMessage | None:
+    """W006 for a template whose compiled paths are off because its rows come from the model's own default manager
+    (a manager of the project's may filter per request, so it is never compiled)."""
+    compiled = {fastpaths.COMPILED_LISTING, fastpaths.COMPILED_COMPLETION} & template.fast_paths
+    if template.owner_field is None or template.model is None or not compiled or template.fixed_rows:
+        return None
+    manager = type(template.model._default_manager).__name__
+    return checks.Warning(
+        f"{type(template).__name__} lists {template.model.__name__} through its default manager ({manager}), which "
+        "may filter per request: the compiled listing and the compiled completion are off (every page and every "
+        "completion is built and compiled by the ORM).",
+        hint="If that manager's rows never depend on the request, declare queryset (evaluated once, at import) to "
+        "compile them; otherwise silence mcp_resources.W006.",
+        obj=type(template),
+        id="mcp_resources.W006",
+    )
 
 
 def _enabled(template: ModelResourceTemplate, name: str) -> bool:
