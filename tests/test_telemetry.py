@@ -226,3 +226,45 @@ def test_a_hostile_trace_context_is_answered_as_usual(recorded: Recorded, alice_
     assert "resources" in alice_client.call("resources/list", {"_meta": meta})
     [span] = recorded.finished()
     assert span.name == "resources/list"
+
+
+GLOBAL_PROVIDERS = """
+from mcp_resources import telemetry  # imported first: its instruments come from the API's proxies
+
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+exporter, reader = InMemorySpanExporter(), InMemoryMetricReader()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+telemetry.observe(open_streams=lambda: 3)
+with telemetry.operation("resources/read", {"uri": "a://b"}, request_id=1, protocol_version="2026-07-28"):
+    pass
+[span] = exporter.get_finished_spans()
+names = {m.name for rm in reader.get_metrics_data().resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+print(span.name, span.attributes["mcp.resource.uri"], sorted(names))
+"""
+
+
+def test_the_global_providers_a_project_sets_are_used(tmp_path: Any) -> None:
+    # In a process of its own: the global providers can be set once per process.
+    import subprocess
+    import sys
+
+    completed = subprocess.run(
+        [sys.executable, "-c", GLOBAL_PROVIDERS], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.split() == [
+        "resources/read",
+        "a://b",
+        "['mcp.server.operation.duration',",
+        "'mcp_resources.notifications',",
+        "'mcp_resources.streams.active']",
+    ]
