@@ -26,7 +26,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.core.exceptions import ImproperlyConfigured, ObjectDoesNotExist, ValidationError
@@ -249,13 +249,29 @@ class ViewSetResourceTemplate(SerializerResourceTemplate):
         """Whether the ``retrieve`` action would answer ``obj``: its permissions' ``has_permission`` and
         ``has_object_permission`` (``check_permissions()``, ``check_object_permissions()``), with the record's URI
         variables as URL keyword arguments; no throttle is counted (the listing or completion counted its own)."""
-        view = self.get_view(request, RETRIEVE, **self.uri_variables(obj))
+        return self.has_object_permissions(request, [obj])[0]
+
+    def has_object_permissions(self, request: HttpRequest, objs: Sequence[models.Model]) -> list[bool]:
+        """:meth:`has_object_permission` for each of ``objs``: one ``retrieve`` view, set up and checked
+        (:meth:`initial`, no throttle) once for the batch, then ``check_object_permissions()`` for each record with
+        its URI variables as the view's URL keyword arguments."""
+        if not objs:
+            return []
+        view = self.get_view(request, RETRIEVE, **self.uri_variables(objs[0]))
         try:
             self.initial(request, view, throttle=False)
-            view.check_object_permissions(view.request, obj)
         except denials():
-            return False
-        return True
+            return [False] * len(objs)
+        answers = []
+        for obj in objs:
+            view.kwargs = self.uri_variables(obj)
+            try:
+                view.check_object_permissions(view.request, obj)
+            except denials():
+                answers.append(False)
+            else:
+                answers.append(True)
+        return answers
 
     def uri_variables(self, obj: models.Model) -> dict[str, Any]:
         """The URI variables of ``obj`` (each lookup's value), as the viewset's URL keyword arguments."""

@@ -384,6 +384,11 @@ class ModelResourceTemplate(ResourceTemplate):
         ``object_permissions = True``, for reads, listings and completions alike. The default allows every one."""
         return True
 
+    def has_object_permissions(self, request: HttpRequest, objs: Sequence[models.Model]) -> list[bool]:
+        """:meth:`has_object_permission` for each of ``objs`` (a batch a listing page or a completion reads);
+        override to decide a batch with less work than one call per record, with the same answers."""
+        return [self.has_object_permission(request, obj) for obj in objs]
+
     @property
     def decides_readers_in_one_query(self) -> bool:
         """Whether :meth:`get_readers` may answer for several callers at once: access comes from ``owner_field``

@@ -259,10 +259,12 @@ def complete_permitted(
         page = page.order_by(_VALUE, "pk")[:_BATCH]
         with statement_timeout(page.db, remaining_ms(deadline)), cancellable_queries(request, page.db):
             records = list(page)
-        for obj in records:
-            checked += 1
+        checked += len(records)
+        # A value already offered needs no other record of it checked (the records come in value order).
+        candidates = [obj for obj in records if not values or getattr(obj, _VALUE) != values[-1]]
+        for obj, allowed in zip(candidates, template.has_object_permissions(request, candidates), strict=True):
             found = getattr(obj, _VALUE)
-            if (not values or values[-1] != found) and template.has_object_permission(request, obj):
+            if allowed and (not values or values[-1] != found):
                 values.append(found)
                 if len(values) > MAX_VALUES:
                     return Completion(values=[str(v) for v in values[:MAX_VALUES]], total=None, has_more=True)

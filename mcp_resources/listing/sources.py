@@ -212,7 +212,8 @@ def model_page(
     listed = [index for index, (_, resource) in enumerate(pairs) if not prefix or resource["uri"].startswith(prefix)]
     if template.object_permissions:
         # A record its object permission refuses reads not found: it is not listed either (instances: no plan).
-        listed = [index for index in listed if template.has_object_permission(request, rows[index])]
+        allowed = template.has_object_permissions(request, [rows[index] for index in listed])
+        listed = [index for index, permitted in zip(listed, allowed, strict=True) if permitted]
     entries = [pairs[index] for index in listed]
     if not entries and has_more and pairs:
         # Every row of this batch fell outside the prefix once encoded, or was refused: continue after the last one.
