@@ -4,7 +4,8 @@ Generated: users, organizations with staff, workspaces with seats (several roles
 workspace, a tenant and an archived flag, and the current tenant of each request. The shapes are templates over
 ``testproject.agreement``'s models: an owner foreign key, a many-to-many through ``Seat``, a reverse foreign key, three
 hops, a default manager that filters per request (the tenant), an overridden ``get_queryset``, a no-op override that
-declares its fast paths back, a ``list()`` callback, a repository, and a server whose ``may_read`` is overridden.
+declares its fast paths back, a ``list()`` callback, a repository, a REST framework viewset (object permissions,
+versioning, two URI variables) and a server whose ``may_read`` is overridden.
 
 For every caller: the URIs listed across all pages are exactly the URIs that read (with records and memberships
 changing between pages: every page's entries read when served, and every record readable throughout is listed
@@ -30,8 +31,10 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from rest_framework import permissions, serializers, versioning, viewsets
 
 from mcp_resources import fastpaths
+from mcp_resources.drf import from_viewset
 from mcp_resources.exceptions import MCPError, PageTokenRejected, ResourceNotFound
 from mcp_resources.registries import ResourceRegistry
 from mcp_resources.resources import ModelResourceTemplate, RepositoryPage, ResourceRepository, ResourceTemplate
@@ -172,8 +175,60 @@ class OwnedRepository(ResourceRepository):
         return variables["slug"]
 
 
+class RecordSerializer(serializers.ModelSerializer[Record]):
+    version = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Record
+        fields = ["slug", "title", "version"]
+
+    def get_version(self, obj: Record) -> Any:
+        return self.context["request"].version
+
+
+class NotArchived(permissions.BasePermission):
+    """An object permission: archived records are refused."""
+
+    def has_object_permission(self, request: Any, view: Any, obj: Record) -> bool:
+        return not obj.archived
+
+
+class V1(versioning.QueryParameterVersioning):
+    default_version = "v1"
+
+
+class SeatRecordViewSet(viewsets.ReadOnlyModelViewSet[Record]):
+    """A viewset as teams write it: object permissions, versioning (v1 sees every seated record, no other version
+    sees any), looked up by slug within a workspace."""
+
+    serializer_class = RecordSerializer
+    permission_classes = [permissions.IsAuthenticated, NotArchived]
+    versioning_class = V1
+    lookup_field = "slug"
+
+    def get_queryset(self) -> QuerySet[Record]:
+        queryset = Record.everything.filter(workspace__seats__user=self.request.user.pk).distinct()
+        return queryset if self.request.version == "v1" else queryset.none()
+
+
+SeatViewSet = from_viewset(
+    SeatRecordViewSet,
+    name="viewset",
+    uri_template="agree://workspaces/{workspace}/viewset/{slug}",
+    lookup_fields={"workspace": "workspace_id", "slug": "slug"},
+    ordering=("slug",),
+    required_scopes=(SCOPE,),
+)
+
 MODEL_SHAPES: tuple[type[Shape], ...] = (Owned, Seated, Seats, Staffed, Tenanted, Unarchived, SelectRelated)
-SHAPES: tuple[type[ResourceTemplate], ...] = (*MODEL_SHAPES, StaffList, OwnedRepository)
+SHAPES: tuple[type[ResourceTemplate], ...] = (*MODEL_SHAPES, StaffList, OwnedRepository, SeatViewSet)
+
+
+def uri_of(name: str, record: Record, workspace: int | None = None) -> str:
+    """The URI of ``record`` in the shape ``name`` (``workspace``: another workspace's id, a URI that names none)."""
+    if name == "viewset":
+        return f"agree://workspaces/{record.workspace_id if workspace is None else workspace}/viewset/{record.slug}"
+    return f"agree://{name}/{record.slug}"
 
 
 def plain(template: type[Shape]) -> type[Shape]:
@@ -198,7 +253,9 @@ def registry_of(templates: tuple[type[ResourceTemplate], ...], name: str) -> Res
 
 
 FAST = registry_of(SHAPES, "agreement-fast")
-PLAIN = registry_of((*(plain(shape) for shape in MODEL_SHAPES), StaffList, OwnedRepository), "agreement-plain")
+PLAIN = registry_of(
+    (*(plain(shape) for shape in MODEL_SHAPES), StaffList, OwnedRepository, SeatViewSet), "agreement-plain"
+)
 
 
 # The world: generated, created, and what each caller should read ---------------------------------------------------
@@ -321,9 +378,10 @@ def readable(user: Any, tenant: str | None) -> set[str]:
             ("select-related", seat),
             ("staff-list", staff),
             ("repository", owner),
+            ("viewset", seat and not record.archived),
         ):
             if allowed:
-                uris.add(f"agree://{name}/{record.slug}")
+                uris.add(uri_of(name, record))
     return uris
 
 
@@ -374,8 +432,10 @@ def completions(server: MCPServer, ctx: CallContext, template: type[ResourceTemp
 
 
 def every_uri() -> set[str]:
-    slugs = list(Record.everything.values_list("slug", flat=True))
-    return {f"agree://{shape.name}/{slug}" for shape in SHAPES for slug in slugs}
+    """Every record's URI in every shape, and in the viewset's shape under the next workspace's id too."""
+    records = list(Record.everything.all())
+    uris = {uri_of(shape.name, record) for shape in SHAPES for record in records}
+    return uris | {uri_of("viewset", record, record.workspace_id + 1) for record in records}
 
 
 # The properties ----------------------------------------------------------------------------------------------------
@@ -407,7 +467,8 @@ def test_listed_read_completed_and_notified_agree(world: World, settings_: Any, 
             for uri in candidates:
                 assert reads(fast, caller(), uri) == (uri in expected), uri
             for shape in SHAPES:
-                listed_slugs = {uri.rsplit("/", 1)[1] for uri in expected if uri.startswith(f"agree://{shape.name}/")}
+                base = shape.uri_template.split("{", 1)[0]
+                listed_slugs = {uri.rsplit("/", 1)[1] for uri in expected if uri.startswith(base)}
                 for prefix in ("", *world.prefixes):
                     offered = completions(fast, caller(), shape, prefix)
                     assert set(offered) <= listed_slugs, (shape.name, prefix)
