@@ -46,7 +46,7 @@ pytestmark = pytest.mark.django_db
 
 settings.register_profile(
     "agreement",
-    max_examples=12,
+    max_examples=8,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
 )
