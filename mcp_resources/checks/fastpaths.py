@@ -56,6 +56,8 @@ def _project_manager(template: ModelResourceTemplate) -> checks.CheckMessage | N
     compiled = {fastpaths.COMPILED_LISTING, fastpaths.COMPILED_COMPLETION} & template.fast_paths
     if template.owner_field is None or template.model is None or not compiled or template.fixed_rows:
         return None
+    if template.object_permissions:
+        return None  # off for the per-record permission whatever the manager: nothing the queryset would change
     manager = type(template.model._default_manager).__name__
     return checks.Warning(
         f"{type(template).__name__} lists {template.model.__name__} through its default manager ({manager}), which "

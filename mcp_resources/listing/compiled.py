@@ -200,6 +200,7 @@ def declared_listing(template: ModelResourceTemplate, columns: Sequence[str]) ->
         and template.model is not None
         and template.fixed_rows  # never a manager that may filter per request
         and template.owner_field is not None
+        and not template.object_permissions  # each record is checked by the template
     )
     listing = None
     if declared:

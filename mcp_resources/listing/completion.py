@@ -351,6 +351,7 @@ def declared_completion(template: ModelResourceTemplate) -> DeclaredCompletion |
         and template.model is not None
         and template.fixed_rows  # never a manager that may filter per request
         and template.owner_field is not None
+        and not template.object_permissions  # each record is checked by the template
     )
     result = _declared[template] = DeclaredCompletion(template) if declared else None
     return result
