@@ -46,7 +46,6 @@ nitpick_ignore_regex = [
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
-autodoc_default_options = {"show-inheritance": False}
 
 html_theme = "furo"
 html_baseurl = "https://django-mcp-resources.readthedocs.io/en/latest/"

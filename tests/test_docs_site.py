@@ -52,6 +52,14 @@ def test_the_site_builds_without_a_warning(site: Any) -> None:
     assert site.config.nitpicky
 
 
+def test_make_test_builds_the_site_with_warnings_as_errors() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    [test] = re.findall(r"^test:(.*)$", makefile, flags=re.MULTILINE)
+    assert "docs" in test.split()
+    [build] = re.findall(r"^docs:.*\n\t(.*)$", makefile, flags=re.MULTILINE)
+    assert {"-W", "-n", "--keep-going", "-E"} <= set(build.split())
+
+
 def test_every_page_is_in_the_site() -> None:
     # Every page of docs/ is in a toctree (so `make docs` checks its links), but the package index's own page.
     pages = {path.relative_to(DOCS).with_suffix("").as_posix() for path in DOCS.glob("**/*.md")}
@@ -101,3 +109,17 @@ def test_every_import_path_of_api_md_is_in_the_reference(site: Any) -> None:
     assert "mcp_resources.test" in paths
     modules = site.env.get_domain("py").modules
     assert [path for path in paths if path not in modules] == []
+
+
+def test_the_reference_documents_no_name_a_public_module_does_not_export(site: Any) -> None:
+    """The reverse: a name written into the reference by hand (``py:data``) goes when the module drops it."""
+    documented = site.env.get_domain("py").objects
+    stale = []
+    for module_name in public_modules():
+        module = importlib.import_module(module_name)
+        for name, entry in documented.items():
+            child = name.removeprefix(f"{module_name}.")
+            direct = name.startswith(f"{module_name}.") and "." not in child
+            if direct and not entry.aliased and entry.objtype != "module" and child not in module.__all__:
+                stale.append(name)
+    assert stale == []
