@@ -15,7 +15,7 @@ DEMO_ENV := MCP_RESOURCE_URI=http://127.0.0.1:$(PORT)/mcp
 NEEDS_DEMO_DB = @[ "$$MCP_TEST_DB" = postgres ] || [ -f "$(MCP_DEMO_DB)" ] || { \
 	echo "No demo database at $(MCP_DEMO_DB): run '$(strip make demo $(DEMO_ARGS))' first." >&2; exit 1; }
 
-.PHONY: install demo token manage test lint typecheck docs pytest pytest-postgres dist conformance benchmarks clean \
+.PHONY: browser-install install demo token manage test lint typecheck docs pytest pytest-postgres dist conformance benchmarks clean \
 	ts-install teams-wheel teams-install pytest-teams pytest-teams-postgres properties
 
 $(VENV)/.installed: pyproject.toml
@@ -70,7 +70,7 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy
 
-pytest: install ts-install
+pytest: install ts-install browser-install
 	$(VENV)/bin/pytest
 
 # The query paths run again on persistent connections (as in production), and with psycopg's server-side parameter
@@ -78,7 +78,7 @@ pytest: install ts-install
 PG_QUERY_TESTS := tests/test_inventory.py tests/test_listing_plan.py tests/test_ownership.py tests/test_auth.py \
 	tests/test_scoping.py tests/test_traversal_concurrency.py tests/test_e2e.py
 
-pytest-postgres: install ts-install
+pytest-postgres: install ts-install browser-install
 	MCP_TEST_DB=postgres $(VENV)/bin/pytest
 	MCP_TEST_DB=postgres MCP_TEST_CONN_MAX_AGE=none $(VENV)/bin/pytest $(PG_QUERY_TESTS)
 	MCP_TEST_DB=postgres MCP_TEST_CONN_MAX_AGE=none MCP_TEST_PG_BINDING=server $(VENV)/bin/pytest $(PG_QUERY_TESTS)
@@ -98,6 +98,17 @@ test: lint typecheck docs pytest pytest-postgres pytest-teams pytest-teams-postg
 properties: install
 	MCP_HYPOTHESIS_PROFILE=long $(VENV)/bin/pytest tests/test_agreement.py
 	MCP_HYPOTHESIS_PROFILE=long MCP_TEST_DB=postgres $(VENV)/bin/pytest tests/test_agreement.py
+
+# Headless Chromium and its chromedriver from the system's packages (Debian's chromium and chromium-driver), for
+# tests/test_browser.py (Selenium drives them; nothing is downloaded besides the packages). Installed with apt-get
+# when missing and this is root (CI runs as root on a fresh machine); otherwise the browser tests are skipped with
+# the reason, except under CI, where they fail.
+browser-install:
+	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+	elif [ -n "$$CI" ]; then echo "browser-install: CI requires chromium and chromedriver (apt-get install chromium chromium-driver)" >&2; exit 1; \
+	else echo "browser-install: chromium or chromedriver not found, the browser tests will be skipped"; fi
 
 # The TypeScript SDK (latest @modelcontextprotocol/sdk 1.x; @modelcontextprotocol/client 2.x for the guide's examples)
 # on Node 22 (the npm package node@22, as the conformance suite installs it), into tests/ts/node_modules/ (gitignored).

@@ -6,6 +6,8 @@
   that the list changed (:data:`~mcp_resources.signals.resource_registered`, ``resource_unregistered``).
 - A cached access token is evicted as soon as this process changes or deletes it, or its user
   (:mod:`mcp_resources.auth.tokencache`).
+- A person who takes back an OAuth client's access (:data:`~mcp_resources.signals.client_revoked`) loses the
+  2025-11-25 sessions they opened through it, and their GET streams end.
 - A changed setting (``override_settings`` in tests) empties the token cache and forgets what was derived from it:
   the compiled listing queries and the token's loading query.
 """
@@ -20,15 +22,17 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
 from mcp_resources.auth import loading
+from mcp_resources.auth.authentication import subject_of
 from mcp_resources.auth.tokencache import token_cache
 from mcp_resources.auth.tokens import token_and_user_models
 from mcp_resources.listing import compiled
 from mcp_resources.registries import ResourceRegistry, registry
 from mcp_resources.resources import RegisteredResource
-from mcp_resources.signals import resource_registered, resource_unregistered
+from mcp_resources.signals import client_revoked, resource_registered, resource_unregistered
 from mcp_resources.subscriptions.broker import notify_resource_list_changed, notify_resource_updated
 from mcp_resources.subscriptions.live import LiveSubscription
 from mcp_resources.subscriptions.notifier import ModelChangeNotifier
+from mcp_resources.transport.sessions import default_store
 
 
 def connect() -> None:
@@ -94,6 +98,13 @@ def _evict_token(sender: Any, instance: Any, **kwargs: Any) -> None:
 
 def _evict_user(sender: Any, instance: Any, **kwargs: Any) -> None:
     token_cache.discard_user(instance.pk)
+
+
+@receiver(client_revoked, dispatch_uid="mcp_resources.client_revoked")
+def client_was_revoked(sender: Any, user: Any, client_id: str, **kwargs: Any) -> None:
+    subject = subject_of(user)
+    if subject:
+        default_store.end_client_sessions(subject, client_id)
 
 
 @receiver(setting_changed, dispatch_uid="mcp_resources.setting_changed")

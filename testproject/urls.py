@@ -5,7 +5,9 @@
 - ``/.well-known/oauth-authorization-server``: the authorization server metadata (RFC 8414).
 - ``/o/authorize/`` (the consent page), ``/o/token/``, ``/o/revoke_token/``, ``/o/register/``: django-oauth-toolkit's
   endpoints, as ``mcp_resources.auth.server_urls`` mounts them.
-- ``/accounts/login/``: where the authorization endpoint sends a visitor to sign in (alice/alice, bob/bob).
+- ``/o/connected/``: the AI clients a signed-in person authorized, and disconnecting one.
+- ``/accounts/login/``: where the authorization endpoint sends a visitor to sign in (alice/alice, bob/bob), neither
+  cached nor framed (``SignInView``).
 - ``/api/bookmarks/``: the REST framework API of the bookmarks that the MCP endpoint also serves
   (``testproject/library/api.py``).
 """
@@ -18,11 +20,12 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from mcp_resources.auth.server_urls import authorization_server_urlpatterns
+from mcp_resources.auth.server_views import SignInView
 from mcp_resources.urls import well_known_urlpatterns
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", SignInView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     *authorization_server_urlpatterns(),
     *well_known_urlpatterns("mcp"),

@@ -97,13 +97,18 @@ def _quote(value: str) -> str:
     return value.replace("\r", "").replace("\n", "").replace("\\", "\\\\").replace('"', '\\"')
 
 
+def subject_of(user: Any) -> str | None:
+    """The subject the configured authentication class gives ``user`` (``get_subject``; ``str(user.pk)`` without)."""
+    get_subject = getattr(mcp_settings.authentication_class(), "get_subject", None)
+    return get_subject(user) if get_subject is not None else str(user.pk)
+
+
 def user_principal(user: Any, scopes: Iterable[str], client_id: str) -> Principal:
     """The principal a valid token of ``user`` holding ``scopes`` would give: the subject as the configured
     authentication class computes it (``get_subject``), the scopes expanded by ``SCOPE_HIERARCHY``, the audience the
     endpoint's ``RESOURCE_URI``. For callers that have no token: management commands and the test client."""
-    get_subject = getattr(mcp_settings.authentication_class(), "get_subject", None)
     return Principal(
-        subject=get_subject(user) if get_subject is not None else str(user.pk),
+        subject=subject_of(user),
         client_id=client_id,
         scopes=expand_scopes(scopes, mcp_settings.scope_hierarchy),
         audience=(mcp_settings.resource_uri,) if mcp_settings.resource_uri else (),

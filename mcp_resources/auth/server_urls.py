@@ -15,6 +15,8 @@ They mount, in django-oauth-toolkit's ``oauth2_provider`` namespace (its views r
   the origin);
 - ``<prefix>authorize/`` (sign-in, then :class:`~mcp_resources.auth.server_views.ConsentView`), ``<prefix>token/``,
   ``<prefix>revoke_token/``;
+- ``<prefix>connected/`` (:class:`~mcp_resources.auth.server_views.ConnectedAppsView`: the AI clients a signed-in
+  person authorized, and taking one back);
 - ``<prefix>register/`` (RFC 7591 dynamic client registration, served when ``DCR_ENABLED``, under MCP's redirect
   rules and a throttle per client address: :mod:`mcp_resources.auth.registration`) and its RFC 7592 management
   route.
@@ -36,7 +38,7 @@ from mcp_resources.auth.registration import (
     ClientRegistrationView,
     parse_rate,
 )
-from mcp_resources.auth.server_views import ConsentView
+from mcp_resources.auth.server_views import ConnectedAppsView, ConsentView
 
 NAMESPACE = "oauth2_provider"
 METADATA_PATH = "/.well-known/oauth-authorization-server"
@@ -74,6 +76,7 @@ def authorization_server_urlpatterns(
             name="dcr-register",
         ),
         path("register/<str:client_id>/", ClientConfigurationView.as_view(), name="dcr-register-management"),
+        path("connected/", ConnectedAppsView.as_view(), name="connected-apps"),
     ]
     patterns: list[URLPattern | URLResolver] = [*metadata, path(prefix, include(endpoints))]
     return [path("", include((patterns, NAMESPACE)))]
