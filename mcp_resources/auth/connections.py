@@ -92,7 +92,7 @@ def connections_of(user: Any) -> list[Connection]:
 
 def revoke_connection(user: Any, client_id: str) -> bool:
     """Take back everything ``user`` granted the application ``client_id``: its refresh tokens are revoked, its
-    access tokens and pending authorization codes deleted; then :data:`~mcp_resources.signals.client_revoked` is
+    access tokens and pending authorization codes deleted; then ``mcp_resources.signals.client_revoked`` is
     sent. ``False`` when the application holds nothing of the user's (nothing happens)."""
     application = get_application_model().objects.filter(client_id=client_id).first()
     if application is None:

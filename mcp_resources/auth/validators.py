@@ -3,7 +3,7 @@ authorization code revokes the tokens issued from it (RFC 6749 sections 4.1.2 an
 
 django-oauth-toolkit deletes a code's grant when the code is exchanged and answers a second exchange with
 ``invalid_grant``, but the tokens of the first exchange stay valid: nothing links them to the code. Here each
-exchange is remembered (:class:`~mcp_resources.models.RedeemedCode`: digests only) for as long as its tokens may
+exchange is remembered (the model ``mcp_resources.models.RedeemedCode``: digests only) for as long as its tokens may
 live, and a second use of the code, whenever it comes, deletes the access token and revokes the refresh token's whole
 family (every token refreshed from it since), through django-oauth-toolkit's own ``RefreshToken.revoke_family``.
 Two exchanges racing each other are caught too: the loser's grant deletion fails, and both exchanges' tokens go.
