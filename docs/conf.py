@@ -17,8 +17,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "testproject")]
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "testproject.settings")
 
 import django  # noqa: E402
+from django.apps import apps  # noqa: E402
 
-django.setup()
+if not apps.ready:  # built in the test process too (tests/test_docs_site.py): set up once, logging untouched
+    django.setup()
 
 import mcp_resources  # noqa: E402
 
