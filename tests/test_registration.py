@@ -97,6 +97,14 @@ def test_private_use_schemes_only_where_named() -> None:
     assert redirect_uri_problem("cursor://cb#f", frozenset({"cursor"})) is not None
 
 
+def test_an_unknown_registration_cache_fails_at_startup() -> None:
+    from django.core.exceptions import ImproperlyConfigured
+
+    with pytest.raises(ImproperlyConfigured, match="'nowhere'"):
+        authorization_server_urlpatterns(registration_cache="nowhere")
+    authorization_server_urlpatterns(registration_rate=None, registration_cache="nowhere")  # no throttle: unused
+
+
 @pytest.mark.parametrize("rate", ["20", "x/hour", "0/hour", "5/fortnight", "-1/day"])
 def test_malformed_rates_fail_at_startup(rate: str) -> None:
     from django.core.exceptions import ImproperlyConfigured

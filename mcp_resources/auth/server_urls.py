@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.urls import NoReverseMatch, Resolver404, URLPattern, URLResolver, include, path, resolve, reverse
 
 from mcp_resources.auth.registration import (
@@ -59,7 +61,9 @@ def authorization_server_urlpatterns(
     from oauth2_provider import urls as dot_urls
     from oauth2_provider import views as dot_views
 
-    parse_rate(registration_rate)  # a malformed rate fails here, at startup
+    parse_rate(registration_rate)  # a malformed rate or an unknown cache fails here, at startup
+    if registration_rate is not None and registration_cache not in getattr(settings, "CACHES", {"default": {}}):
+        raise ImproperlyConfigured(f"registration_cache {registration_cache!r} is not an alias of CACHES.")
 
     prefix = prefix.strip("/")
     prefix = f"{prefix}/" if prefix else ""
