@@ -39,6 +39,8 @@ def cache_kind(request: pytest.FixtureRequest, settings: Any) -> Iterator[str]:
             settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "SESSION_CACHE": "sessions"}
             yield "redis"
     else:
+        settings.CACHES = {**settings.CACHES, "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+        settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "SESSION_CACHE": "default"}
         caches["default"].clear()
         session_cache().clear()
         yield "locmem"
