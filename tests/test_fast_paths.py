@@ -13,15 +13,18 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
+from django.test import RequestFactory
 from django.test.utils import CaptureQueriesContext
 
 from mcp_resources import fastpaths
 from mcp_resources.checks import check_fast_paths
+from mcp_resources.protocol.versions import V2026_07_28
 from mcp_resources.registries import ResourceRegistry
 from mcp_resources.resources import ModelResourceTemplate
 from mcp_resources.server import CallContext, MCPServer
+from mcp_resources.transport.views import FORCED_PRINCIPAL, MCPView, StreamAccess
 from testproject.agreement.models import Record, Seat, Workspace, current_tenant
-from tests.listing_support import SCOPE, context, server_for, uris, walk
+from tests.listing_support import SCOPE, context, principal_for, server_for, uris, walk
 
 pytestmark = pytest.mark.django_db
 
@@ -92,7 +95,8 @@ def test_a_default_manager_that_filters_per_request_is_asked_on_every_request(al
 
 def test_a_record_with_5000_readers_is_decided_for_each_of_them(alice: Any) -> None:
     """One record, 5,000 subscribed readers and 100 callers who may not read it: every decision is right, in
-    queries of bounded width. Before, one SELECT had a column per caller: past 1,664 on PostgreSQL (about 2,000 on
+    queries of bounded width, and the streams of a change (``StreamAccess.check_each``, what the fan-out delivers by)
+    are told exactly the readers. Before, one SELECT had a column per caller: past 1,664 on PostgreSQL (about 2,000 on
     SQLite) it failed and every stream of the record ended."""
     User = get_user_model()
     User.objects.bulk_create(User(username=f"reader{i}") for i in range(5100))
@@ -108,6 +112,14 @@ def test_a_record_with_5000_readers_is_decided_for_each_of_them(alice: Any) -> N
         decisions = server.may_read_each(uri, callers)
     assert decisions == [True] * len(readers) + [False] * len(others)
     assert len(queries) <= 2 + len(users) // SharedRecords.readers_per_query
+    # As the streams of a change decide it: each stream's caller authenticated again, all decided together.
+    view = MCPView(server=server)
+    accesses = []
+    for user in users:
+        request = RequestFactory().post("/mcp")
+        setattr(request, FORCED_PRINCIPAL, (principal_for(user), user))
+        accesses.append(StreamAccess(view, request, V2026_07_28))
+    assert StreamAccess.check_each(uri, accesses) == [True] * len(readers) + [False] * len(others)
 
 
 # 5. Fast paths are declared, and an override that turns one off is named -------------------------------------------
