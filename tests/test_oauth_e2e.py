@@ -378,10 +378,11 @@ def mcp_exchanges(session: Session, server: live.Server) -> list[Exchange]:
     return [e for e in session.exchanges if e.url == server.url]
 
 
-def test_legacy_sdk_authenticates_at_initialize_and_lists_in_one_client(demo_server: live.Server) -> None:
-    """The Python SDK in 2025-11-25 mode, knowing only the MCP URL: ``initialize`` is answered 401 (the demo serves
-    protected templates), the SDK runs the whole OAuth flow inside that request and sends ``initialize`` again with
-    its token; the session it gets belongs to alice from the start, and every later request uses it."""
+def test_legacy_sdk_authenticates_where_asked_and_lists_in_one_client(demo_server: live.Server) -> None:
+    """The Python SDK in 2025-11-25 mode, knowing only the MCP URL: ``initialize`` opens an anonymous session (as an
+    anonymous 2026-07-28 client may call); the first request that needs a token, reading alice's document, is
+    answered 401 with the challenge; the SDK runs the whole OAuth flow inside that request and sends it again with
+    its token on the same session, which the token claims: alice's from then on, used by every later request."""
     doc_id = first_document(demo_server, "alice")
     uri = f"learn://documents/{doc_id}"
     user = ScriptedUser("alice", "alice")
@@ -395,27 +396,28 @@ def test_legacy_sdk_authenticates_at_initialize_and_lists_in_one_client(demo_ser
 
     mcp = mcp_exchanges(session, demo_server)
     first = mcp[0]
-    assert (first.method, first.rpc_method, first.status, first.authorized) == ("POST", "initialize", 401, False)
-    assert first.session is None  # no session exists before the token
-    assert first.issued_session is None
-    params = challenge_params(first.www_authenticate)
+    assert (first.method, first.rpc_method, first.status, first.authorized) == ("POST", "initialize", 200, False)
+    issued = first.issued_session
+    assert issued is not None  # an anonymous session
+    [refused] = [e for e in mcp if e.status == 401]
+    assert (refused.rpc_method, refused.session, refused.authorized) == ("resources/read", issued, False)
+    params = challenge_params(refused.www_authenticate)
     assert params == {"scope": "documents:read", "resource_metadata": metadata_url(demo_server)}
     calls = [(e.method, e.url.split("?")[0], e.status) for e in session.exchanges]
-    assert calls[1:6] == [
+    at = calls.index(("POST", demo_server.url, 401))
+    assert calls[at + 1 : at + 6] == [
         ("GET", metadata_url(demo_server), 200),
         ("GET", demo_server.base + "/.well-known/oauth-authorization-server", 200),
         ("POST", demo_server.base + "/o/register/", 201),
         ("POST", demo_server.base + "/o/token/", 200),
         ("POST", demo_server.url, 200),
     ]
-    initialized = mcp[1]
-    assert (initialized.rpc_method, initialized.authorized) == ("initialize", True)
-    issued = initialized.issued_session
-    assert issued is not None
-    # One session, opened with the token, used by every later request (POSTs, the GET stream, the closing DELETE).
-    assert {e.issued_session for e in mcp if e.issued_session} == {issued}
-    later = mcp[2:]
-    assert {e.method for e in later} == {"POST", "GET", "DELETE"}
+    retried = mcp[mcp.index(refused) + 1]
+    assert (retried.rpc_method, retried.authorized, retried.session) == ("resources/read", True, issued)
+    # One session, opened anonymously and claimed by the token, used by every request (the closing DELETE too).
+    assert {e.session for e in mcp if e.session} == {issued}
+    later = mcp[mcp.index(retried) :]
+    assert {e.method for e in later} == {"POST", "DELETE"}
     assert all(e.session == issued and e.authorized and 200 <= e.status < 300 for e in later), [
         (e.method, e.rpc_method, e.status, e.session == issued) for e in later
     ]
@@ -440,13 +442,16 @@ def test_legacy_sdk_reauthorizes_on_a_later_401_and_keeps_its_session(demo_serve
     assert uri in again
     mcp = mcp_exchanges(session, demo_server)
     refused = [e for e in mcp if e.status == 401]
-    assert [e.rpc_method for e in refused] == ["initialize", "resources/list"]
+    # The read before any token; after the revocation, the first request with the revoked token: the listing, or the
+    # GET stream that the claim ended and the SDK opens again (whichever its reconnection delay puts first).
+    assert refused[0].rpc_method == "resources/read"
+    assert len(refused) == 2
+    assert (refused[1].method, refused[1].rpc_method) in (("POST", "resources/list"), ("GET", None))
     assert challenge_params(refused[1].www_authenticate)["error"] == "invalid_token"
     issued = {e.issued_session for e in mcp if e.issued_session}
     assert len(issued) == 1
     assert {refused[1].session} == issued
-    retried = mcp[mcp.index(refused[1]) + 1 :]
-    assert retried[0].rpc_method == "resources/list"
+    retried = [e for e in mcp[mcp.index(refused[1]) + 1 :] if e.rpc_method == "resources/list"]
     assert (retried[0].status, {retried[0].session}) == (200, issued)
     assert all(e.status != 404 for e in mcp)
     assert len(user.consents) == 2  # signed in twice, registered once

@@ -27,13 +27,14 @@ from mcp.shared.exceptions import MCPError
 from mcp_resources.auth.tokens import issue_access_token
 from mcp_resources.models import StaticResource
 from mcp_resources.transport.sessions import SessionStore, session_cache
+from testproject.library.models import Document
 from tests.conftest import RESOURCE
 
 pytestmark = pytest.mark.django_db
 
 FLOOD = 10_000
-REFUSED_FLOOD = 1_000
-"""Anonymous ``initialize`` requests answered 401 (they used to open sessions: 250 evicted an idle one)."""
+PROTECTED_FLOOD = 1_000
+"""Anonymous ``initialize`` requests on the demo's endpoint (protected templates): each opens a ring session."""
 INVALID_REQUEST = -32600
 
 
@@ -105,17 +106,16 @@ def test_anonymous_flood_leaves_an_authenticated_session_where_anonymous_session
     assert ping(http, anonymous[0]) == ping(http, anonymous[-capacity - 1]) == 404
 
 
-def test_anonymous_flood_is_refused_and_stores_nothing_where_anything_is_protected(
+def test_anonymous_flood_on_a_protected_endpoint_leaves_an_authenticated_session(
     http: Client, alice: Any, make_token: Callable[..., str]
 ) -> None:
-    """The demo serves protected templates: anonymous ``initialize`` is answered 401 and opens nothing."""
+    """The demo serves protected templates, and anonymous ``initialize`` opens sessions there too (issue 26): in the
+    anonymous ring, so that none evicts alice's."""
     token = make_token(alice)
     alices = open_session(http, "/mcp", token)
-    for _ in range(REFUSED_FLOOD):
-        response = initialize(http, "/mcp")
-        assert response.status_code == 401
-        assert "Mcp-Session-Id" not in response
+    anonymous = [open_session(http, "/mcp") for _ in range(PROTECTED_FLOOD)]
     assert ping(http, alices, "/mcp", token) == 200
+    assert ping(http, anonymous[-1], "/mcp") == 200
 
 
 def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
@@ -220,8 +220,7 @@ def test_sessions_keep_their_owner(http: Client, alice: Any, bob: Any, make_toke
     token = make_token(alice)
     alices, anonymous = open_session(http, token=token), open_session(http)
     assert ping(http, alices) == 404  # not without her token
-    assert ping(http, alices, token=make_token(bob)) == 404
-    assert ping(http, anonymous, token=token) == 404  # an anonymous session is never taken over
+    assert ping(http, alices, token=make_token(bob)) == 404  # a session of one caller is never another's
     assert ping(http, anonymous) == 200
     # A refreshed token (same user, same OAuth client) continues her session; another client of hers does not.
     assert ping(http, alices, token=make_token(alice)) == 200
@@ -239,34 +238,108 @@ def test_forged_anonymous_ids_are_unknown(http: Client) -> None:
         assert ping(http, forged) == 404, forged
 
 
-# When initialize asks for the token ------------------------------------------------------------------------
+# From anonymous to one caller (issue 26) ------------------------------------------------------------------------
+
+CHALLENGE = (
+    'Bearer scope="documents:read",resource_metadata="http://127.0.0.1:8000/.well-known/oauth-protected-resource/mcp"'
+)
 
 
-def test_initialize_asks_for_the_token_with_the_listings_challenge(http: Client) -> None:
-    response = initialize(http, "/mcp")
-    assert response.status_code == 401
-    assert response["WWW-Authenticate"] == (
-        'Bearer scope="documents:read",'
-        'resource_metadata="http://127.0.0.1:8000/.well-known/oauth-protected-resource/mcp"'
-    )
+def session_call(
+    http: Client, session: str, method: str, params: dict[str, Any], path: str = "/mcp", token: str | None = None
+) -> Any:
+    headers = {"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+    return http.post(path, body, content_type="application/json", headers=headers)
 
 
-def test_a_protected_static_resource_from_code_asks_for_the_token(http: Client) -> None:
-    assert initialize(http, "/guarded/mcp").status_code == 401
-    assert initialize(http, "/public/mcp").status_code == 200
-
-
-def test_an_enabled_protected_admin_resource_asks_for_the_token(http: Client) -> None:
-    row = StaticResource.objects.create(
+def test_anonymous_initialize_opens_a_session_wherever_something_is_protected(http: Client) -> None:
+    """Protected templates (the demo), a protected static resource from code, an enabled protected admin row: an
+    anonymous 2025-11-25 client opens its session as an anonymous 2026-07-28 client calls (it used to get 401)."""
+    StaticResource.objects.create(
         uri="sessions://admin", name="admin", text="rows", access="protected", required_scopes="documents:read"
     )
-    assert initialize(http, "/public/mcp").status_code == 401
-    row.enabled = False
-    row.save()
-    assert initialize(http, "/public/mcp").status_code == 200
+    for path in ("/mcp", "/guarded/mcp", "/public/mcp"):
+        assert initialize(http, path).status_code == 200, path
 
 
-def test_no_authentication_never_asks_for_a_token(http: Client, settings: Any) -> None:
+def test_an_anonymous_session_reads_what_an_anonymous_stateless_client_reads(http: Client) -> None:
+    """One answer for both eras: the demo's public static resource reads in an anonymous session as it reads on the
+    2026-07-28 wire without a token."""
+    session = open_session(http, "/mcp")
+    in_session = session_call(http, session, "resources/read", {"uri": "test://static-text"})
+    assert in_session.status_code == 200, in_session.content
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    stateless = http.post(
+        "/mcp",
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "resources/read",
+                "params": {"uri": "test://static-text", "_meta": meta},
+            }
+        ),
+        content_type="application/json",
+        headers={
+            "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "resources/read",
+            "Mcp-Name": "test://static-text",
+        },
+    )
+    assert stateless.status_code == 200, stateless.content
+    assert json.loads(in_session.content)["result"]["contents"] == json.loads(stateless.content)["result"]["contents"]
+
+
+def test_what_needs_a_token_asks_for_it_with_the_challenge(http: Client, alice: Any) -> None:
+    """How a 2025-11-25 client learns it must authenticate: the request that needs a token is answered 401 with the
+    challenge (the listing of the caller's inventory, a protected read), in the session it already has."""
+    document = Document.objects.create(owner=alice, title="t", body="alice's body")
+    session = open_session(http, "/mcp")
+    for method, params in (("resources/list", {}), ("resources/read", {"uri": f"learn://documents/{document.pk}"})):
+        refused = session_call(http, session, method, params)
+        assert refused.status_code == 401, (method, refused.content)
+        assert refused["WWW-Authenticate"] == CHALLENGE
+        assert b"alice's body" not in refused.content
+    assert ping(http, session, "/mcp") == 200  # the session goes on
+
+
+def test_a_session_goes_from_anonymous_to_one_caller_never_to_another(
+    http: Client, alice: Any, bob: Any, make_token: Callable[..., str]
+) -> None:
+    """The 401 above, the OAuth flow, then the same request again on the same session with the token: it claims the
+    session. From then on the session is alice's alone: anonymous, or bob, find no such session."""
+    document = Document.objects.create(owner=alice, title="t", body="alice's body")
+    read = {"uri": f"learn://documents/{document.pk}"}
+    token = make_token(alice)
+    session = open_session(http, "/mcp")
+    assert session_call(http, session, "resources/read", read).status_code == 401
+    retried = session_call(http, session, "resources/read", read, token=token)
+    assert retried.status_code == 200, retried.content
+    assert json.loads(retried.content)["result"]["contents"][0]["text"] == "alice's body"
+    assert ping(http, session, "/mcp", token) == 200
+    assert ping(http, session, "/mcp") == 404  # not anonymous any more
+    assert ping(http, session, "/mcp", make_token(bob)) == 404  # never another caller's
+    assert session_call(http, session, "resources/read", read, token=make_token(bob)).status_code == 404
+    assert ping(http, session, "/mcp", make_token(alice)) == 200  # her refreshed token (the same OAuth client)
+    assert delete(http, session, "/mcp", token) in (200, 204)
+    assert ping(http, session, "/mcp", token) == 404
+
+
+def test_a_session_claimed_first_by_bob_is_never_alices(
+    http: Client, alice: Any, bob: Any, make_token: Callable[..., str]
+) -> None:
+    session = open_session(http, "/mcp")
+    bobs = make_token(bob)
+    assert ping(http, session, "/mcp", bobs) == 200
+    assert ping(http, session, "/mcp", make_token(alice)) == 404
+    assert ping(http, session, "/mcp") == 404
+    assert ping(http, session, "/mcp", bobs) == 200
+
+
+def test_no_authentication_opens_anonymous_sessions(http: Client, settings: Any) -> None:
     settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "AUTHENTICATION_CLASS": "mcp_resources.auth.NoAuthentication"}
     assert initialize(http, "/mcp").status_code == 200
 

@@ -760,8 +760,10 @@ async def new_session(app: Any, token: str, **headers: str) -> str:
     return answered["mcp-session-id"]
 
 
-async def open_session_stream(app: Any, token: str, session: str | None = None) -> Exchange:
-    session = session or await new_session(app, token)
+async def open_session_stream(app: Any, token: str | None, session: str | None = None) -> Exchange:
+    if session is None:
+        assert token is not None
+        session = await new_session(app, token)
     exchange = await Exchange(
         app, scope("GET", {**session_headers(token, session), "accept": "text/event-stream"})
     ).start()
@@ -771,7 +773,7 @@ async def open_session_stream(app: Any, token: str, session: str | None = None) 
     return exchange
 
 
-async def session_call(app: Any, token: str, session: str, method: str, **params: Any) -> tuple[int, Any]:
+async def session_call(app: Any, token: str | None, session: str, method: str, **params: Any) -> tuple[int, Any]:
     body = {"jsonrpc": "2.0", "id": 11, "method": method, "params": params}
     status, _, payload = await post(app, body, session_headers(token, session))
     return status, payload
@@ -888,6 +890,40 @@ async def test_delete_of_the_session_ends_its_stream(app: Any, people: People) -
     gone = await Exchange(app, scope("GET", session_headers(people.alice_token, session))).start()
     assert gone.status == 404
     await gone.body()
+
+
+async def test_an_anonymous_sessions_stream_ends_when_a_token_claims_the_session(app: Any, people: People) -> None:
+    """From anonymous to one caller (issue 26): a GET stream opened anonymously keeps the anonymous caller's access,
+    so it ends when alice's token claims the session; opened again with her token, it notifies her records. Anyone
+    else holding the session id (the stream's, say) gets nothing of hers."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": V2025_11_25,
+            "capabilities": {},
+            "clientInfo": {"name": "pytest", "version": "0"},
+        },
+    }
+    status, answered, _ = await post(app, body, {})
+    assert status == 200
+    session = answered["mcp-session-id"]
+    anonymous = await open_session_stream(app, None, session)
+    doc = people.alice_docs[0]
+    status, payload = await session_call(app, None, session, "resources/subscribe", uri=uri(doc))
+    assert status == 401  # what needs a token asks for it, in the session
+    status, payload = await session_call(app, people.alice_token, session, "resources/subscribe", uri=uri(doc))
+    assert (status, payload["result"]) == (200, {})
+    assert await anonymous.until_closed(5) == []
+    await anonymous.finished()
+    refused = await Exchange(app, scope("GET", session_headers(None, session))).start()
+    assert refused.status == 404
+    await refused.body()
+    alices = await open_session_stream(app, people.alice_token, session)
+    await in_thread(touch, doc)
+    assert await alices.event() == updated(uri(doc))
+    await alices.disconnect()
 
 
 async def test_get_without_a_session_is_405(app: Any, people: People) -> None:

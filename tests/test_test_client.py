@@ -250,12 +250,18 @@ def test_anonymous_access_to_public_resources() -> None:
     assert "test://template/{id}/data" in templates
 
 
-def test_anonymous_session_is_refused_where_anything_is_protected() -> None:
-    """The demo serves protected templates: 2025-11-25 ``initialize`` asks for the token (docs/protocol.md)."""
-    client = MCPClient(protocol_version="2025-11-25")
-    with pytest.raises(AuthenticationRequired):
-        client.read_resource("test://static-text")
-    assert client.session_id is None
+def test_an_anonymous_session_reads_public_resources_where_anything_is_protected() -> None:
+    """The demo serves protected templates: an anonymous 2025-11-25 client reads its public resources as an
+    anonymous 2026-07-28 client does, and is asked for a token by what needs one (docs/protocol.md)."""
+    session_era, stateless = MCPClient(protocol_version="2025-11-25"), MCPClient()
+    assert (
+        session_era.read_resource("test://static-text")["contents"]
+        == (stateless.read_resource("test://static-text")["contents"])
+    )
+    assert session_era.session_id is not None
+    for client in (session_era, stateless):
+        with pytest.raises(AuthenticationRequired):
+            client.list_resources()
 
 
 # Middleware -----------------------------------------------------------------------------------------------

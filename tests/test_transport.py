@@ -800,11 +800,26 @@ def test_session_flow(endpoint: Endpoint, people: People, alice_token: str) -> N
     assert static.result["contents"][0]["text"].startswith("This is the content")
 
 
-def test_initialize_without_token_is_401_where_anything_is_protected(endpoint: Endpoint) -> None:
-    """The registry holds protected templates: a session is opened only by the caller who will use them."""
-    reply = endpoint.initialize()
-    assert_challenge(reply)
-    assert "Mcp-Session-Id" not in reply.headers
+def test_an_anonymous_session_reads_public_resources_and_is_claimed_by_its_first_token(
+    endpoint: Endpoint, people: People, alice_token: str, bob_token: str
+) -> None:
+    """Over HTTP, one answer for both eras (issue 26): an anonymous 2025-11-25 client opens a session where things
+    are protected and reads the public static resource as an anonymous 2026-07-28 client does; what needs a token is
+    answered 401 with the challenge, and the same request with alice's token, on the same session, claims it. It is
+    hers from then on, never anonymous again, never bob's."""
+    session, _ = endpoint.session()
+    read = endpoint.session_message(session, "resources/read", {"uri": "test://static-text"})
+    assert read.result["contents"] == endpoint.read("test://static-text").result["contents"]
+    protected = {"uri": doc_uri(people.alice_docs[0])}
+    challenge = assert_challenge(endpoint.session_message(session, "resources/read", protected))
+    assert 'scope="documents:read"' in challenge
+    assert "resource_metadata=" in challenge
+    assert_challenge(endpoint.session_message(session, "resources/list"))
+    claimed = endpoint.session_message(session, "resources/read", protected, token=alice_token)
+    assert claimed.result["contents"][0]["text"] == "alice body 0"
+    assert endpoint.session_message(session, "ping", token=alice_token).result == {}
+    assert endpoint.session_message(session, "ping").status == 404
+    assert endpoint.session_message(session, "ping", token=bob_token).status == 404
 
 
 def test_initialize_on_the_2026_wire_is_404(endpoint: Endpoint) -> None:

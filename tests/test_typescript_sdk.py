@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -122,11 +121,19 @@ def _browser(user: str) -> ts_driver.TSClient:
 
 
 def test_oauth_from_the_bare_url_to_a_listing(demo_server: live.Server) -> None:
+    """The TypeScript SDK 1.x knowing only the URL: it connects anonymously (a session of its own), the listing
+    answers 401 with the challenge, the SDK authorizes, and the listing repeated on the same transport claims that
+    session with the token (issue 26: from anonymous to one caller)."""
     alice = demo_server.project.ids("Document", "alice")
     with _browser("alice") as client:
-        client.call("connect", url=demo_server.url, oauth={"redirect_uri": REDIRECT_URI, "client_name": "ts e2e"})
+        connected = client.call(
+            "connect", url=demo_server.url, oauth={"redirect_uri": REDIRECT_URI, "client_name": "ts e2e"}
+        )
+        assert connected["sessionId"] is not None  # opened anonymously: no 401 at initialize
+        assert client.call("oauth_state")["authorizations"] == 0
         listing = client.call("list_all")
         assert f"learn://documents/{alice[0]}" in [r["uri"] for r in listing["resources"]]
+        assert client.call("session")["sessionId"] == connected["sessionId"]
         state = client.call("oauth_state")
         assert state["authorizations"] == 1
         assert state["registered"] is True
@@ -136,13 +143,12 @@ def test_oauth_from_the_bare_url_to_a_listing(demo_server: live.Server) -> None:
 
 
 def test_oauth_authorizes_and_a_fresh_client_lists(demo_server: live.Server) -> None:
-    """What works today whatever point 5 decides: the TypeScript SDK discovers the demo's authorization server from
-    the 401, registers, authorizes with PKCE and the resource indicator, and a client given that token lists."""
+    """The TypeScript SDK discovers the demo's authorization server from the 401, registers, authorizes with PKCE and
+    the resource indicator, and a client given that token lists."""
     alice = demo_server.project.ids("Document", "alice")
     with _browser("alice") as client:
         client.call("connect", url=demo_server.url, oauth={"redirect_uri": REDIRECT_URI, "client_name": "ts e2e"})
-        with contextlib.suppress(ts_driver.TSError):  # the anonymous session's retry fails until point 5 lands
-            client.call("list_all")
+        client.call("list_all")
         state = client.call("oauth_state")
     assert state["authorizations"] == 1
     assert client.authorizations[0].startswith(demo_server.base + "/o/authorize/?")

@@ -16,6 +16,13 @@ indistinguishable from an unknown one (404). The store bounds what each kind of 
   replaces the oldest anonymous session, never an authenticated one, however many anonymous ``initialize``
   requests arrive.
 
+A session may go from anonymous to one caller, never from one caller to another: the first request with a valid
+token on an anonymous session claims it (:meth:`SessionStore.get`), which leaves the ring and from then on belongs to
+that caller alone (an anonymous request, or another caller's, finds no such session), and its GET stream opened
+anonymously ends. That is how a 2025-11-25 client that opened a session anonymously, was answered 401 on a request
+that needs a token and ran the OAuth flow, retries that request on the same session. Holding an anonymous session's
+id is never enough to act as the caller who claims it: every request of a claimed session needs that caller's token.
+
 Keys, all under ``mcp_resources:``::
 
     session:<sha256(id)>                 (owner, version, created, group)   an authenticated session
@@ -230,7 +237,12 @@ class SessionStore:
             counter = 0
         return int(counter) % self.anonymous_capacity(cache)
 
-    def _create_for_caller(self, owner: str, person: str, protocol_version: str) -> Session:
+    def _create_for_caller(
+        self, owner: str, person: str, protocol_version: str, *, claimed: str | None = None
+    ) -> Session:
+        """A new session of ``owner``; with ``claimed``, the id of an anonymous session the caller claims (already
+        open, the caller's own), which replaces the person's oldest whatever its age: refusing it would end the
+        client's session."""
         cache = _cache()
         timeout = mcp_settings.session_timeout_seconds
         index_key = _CALLER_PREFIX + _digest(person)
@@ -244,9 +256,9 @@ class SessionStore:
                 entries = [entry for entry in entries if _PREFIX + entry[0] in live]
             replaced = entries[: max(0, len(entries) - capacity + 1)]
             for _, created, _, _ in replaced:
-                if now - created < self.replace_after_seconds:
+                if now - created < self.replace_after_seconds and claimed is None:
                     raise SessionLimitReached(capacity, math.ceil(self.replace_after_seconds - (now - created)))
-            session = Session(secrets.token_urlsafe(32), owner, protocol_version)
+            session = Session(claimed or secrets.token_urlsafe(32), owner, protocol_version)
             digest, group = _digest(session.id), session_group(session.id)
             self._admit(cache, digest, now, [entry[0] for entry in replaced])
             for replaced_digest, _, replaced_group, _ in replaced:
@@ -278,24 +290,49 @@ class SessionStore:
     # Find and end ------------------------------------------------------------------------------------------
 
     def get(self, session_id: str, principal: Principal) -> Session | None:
-        """The session if it exists and belongs to ``principal``; ``None`` otherwise."""
+        """The session if it exists and belongs to ``principal``; ``None`` otherwise.
+
+        An anonymous session asked for by an authenticated caller is claimed by that caller: it becomes its session
+        (and leaves the anonymous ring), and no one else's, anonymous callers' included, from then on.
+        """
         if not _SESSION_ID.match(session_id):
             return None
         owner = owner_of(principal)
         anonymous = _ANONYMOUS_ID.match(session_id)
         if anonymous is not None:
-            stored = _cache().get(_SLOT_PREFIX + anonymous.group(1))
-            if not _is_record(stored) or not secrets.compare_digest(stored[0], _digest(session_id)):
-                return None
-            stored_owner = ANONYMOUS
-        else:
-            stored = _cache().get(_key(session_id))
-            if not _is_record(stored):
-                return None
-            stored_owner = stored[0]
-        if not secrets.compare_digest(stored_owner, owner):
+            slot_key = _SLOT_PREFIX + anonymous.group(1)
+            stored = _cache().get(slot_key)
+            if _is_record(stored) and secrets.compare_digest(stored[0], _digest(session_id)):
+                if principal.authenticated:
+                    return self._claim(session_id, slot_key, principal)
+                return Session(session_id, ANONYMOUS, stored[1])
+            # Not (or no longer) in the ring: a claimed session is stored as any caller's.
+        stored = _cache().get(_key(session_id))
+        if not _is_record(stored) or not secrets.compare_digest(stored[0], owner):
             return None
-        return Session(session_id, stored_owner, stored[1])
+        return Session(session_id, stored[0], stored[1])
+
+    def _claim(self, session_id: str, slot_key: str, principal: Principal) -> Session | None:
+        """Make the anonymous session ``session_id`` (in ``slot_key``) the session of ``principal``; ``None`` when
+        it is gone, or is another caller's by now, or the store has no room for it (the client then opens another)."""
+        cache = _cache()
+        owner, digest = owner_of(principal), _digest(session_id)
+        with _locked(slot_key):
+            stored = cache.get(slot_key)
+            if not (_is_record(stored) and stored[0] == digest):
+                claimed = cache.get(_PREFIX + digest)  # claimed meanwhile: only its claimant finds it
+                if _is_record(claimed) and secrets.compare_digest(claimed[0], owner):
+                    return Session(session_id, owner, claimed[1])
+                return None
+            try:
+                session = self._create_for_caller(owner, person_of(principal), stored[1], claimed=session_id)
+            except SessionLimitReached:
+                return None
+            cache.delete(slot_key)
+        # A GET stream opened anonymously keeps its anonymous access for life: it ends now, and the client opens it
+        # again with its token (the SDKs reconnect it), so that no stream opened without it ever gets the caller's.
+        publish(session_group(session_id), {"type": SESSION_CONTROL, "op": "end"})
+        return session
 
     def end(self, session: Session) -> None:
         """End ``session`` (``DELETE``): its record and subscriptions go, its GET stream ends."""

@@ -25,7 +25,6 @@ from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
 from mcp_resources import telemetry
-from mcp_resources.access import PUBLIC
 from mcp_resources.conf import mcp_settings
 from mcp_resources.exceptions import (
     AuthenticationRequired,
@@ -36,7 +35,6 @@ from mcp_resources.exceptions import (
     InvalidRequest,
     MCPError,
 )
-from mcp_resources.models import StaticResource
 from mcp_resources.principal import Principal
 from mcp_resources.protocol import jsonrpc
 from mcp_resources.protocol.versions import PROTOCOL_VERSION_META, SESSION_VERSIONS, V2026_07_28
@@ -336,24 +334,6 @@ class MCPView(View):
         ctx = CallContext(request, version, principal, streams=serves_streams(request))
         return self.run(message, ctx)
 
-    def initialize_requires_token(self, request: HttpRequest) -> bool:
-        """Whether ``initialize`` without a token is answered 401: something this endpoint serves needs one.
-
-        Then every session is opened by the caller who will use it, and one that authenticates later never has to
-        take over a session opened anonymously (docs/protocol.md, "Sessions and OAuth"). A protected template,
-        static resource from code, or enabled admin ``StaticResource`` counts, listed or not. An authentication
-        class that advertises no protected resource metadata (``NoAuthentication``) tells no client where to get a
-        token, so it is not asked for one.
-        """
-        if mcp_settings.authentication_class().resource_metadata_url(request) is None:
-            return False
-        registry = self.get_server().registry
-        if any(template.access != PUBLIC for template in registry.templates):
-            return True
-        if any(resource.access != PUBLIC for resource in registry.iter_resources()):
-            return True
-        return StaticResource.objects.filter(enabled=True).exclude(access=PUBLIC).exists()
-
     def initialize(self, request: HttpRequest, message: jsonrpc.Message, principal: Principal) -> HttpResponse:
         if message.is_notification:
             return error_response(InvalidRequest("initialize must be a request", request_id=None), 400)
@@ -361,9 +341,9 @@ class MCPView(View):
         if not isinstance(requested, str):
             error = InvalidParams("initialize needs a protocolVersion string", request_id=message.id)
             return error_response(error, 400)
-        if not principal.authenticated and self.initialize_requires_token(request):
-            # A session belongs to its caller for life: a caller who will need a token gets it before it exists.
-            return self.auth_failure(request, AuthenticationRequired(self.get_server().inventory_scopes()))
+        # Anyone may open a session, as anyone may call the 2026-07-28 wire: what needs a token is answered 401 with
+        # the challenge when it is asked for, and the caller's first request with a token claims an anonymous
+        # session (SessionStore.get): from anonymous to one caller, never from one caller to another.
         version = negotiate_version(requested)
         ctx = CallContext(request, version, principal, streams=serves_streams(request))
         with telemetry.operation(

@@ -7,7 +7,7 @@
 //   {"event": "notification", "method", "params"}
 //
 // Ops: connect {url, token?, oauth?: {redirect_uri, client_name}, connection_close?, record_headers?: [name]},
-//      list_page {cursor?}, list_all, templates, read {uri}, subscribe {uri}, listings, close.
+//      list_page {cursor?}, list_all, templates, read {uri}, subscribe {uri}, listings, session, oauth_state, close.
 // connection_close sends every request with "Connection: close": each on a new connection (no keep-alive).
 // record_headers: for each resources/list POST the transport sent, its status and these response headers, which
 // `listings` returns (and forgets), in the order sent; a walk that failed keeps the answer it failed on.
@@ -162,6 +162,9 @@ const ops = {
     const noted = listings;
     listings = [];
     return { listings: noted };
+  },
+  async session() {
+    return { sessionId: transport.sessionId ?? null };
   },
   async oauth_state() {
     return {
