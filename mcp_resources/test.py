@@ -88,11 +88,28 @@ class MCPClient(Client):
     def force_authenticate(self, user: Any = None, scopes: Iterable[str] = (), *, client_id: str = CLIENT_ID) -> None:
         """Call as ``user`` holding ``scopes`` (expanded by ``SCOPE_HIERARCHY``), as a valid token would;
         ``force_authenticate(None)`` calls anonymously again. A session of 2025-11-25 starts afresh."""
+        self.end_session()
         if user is None:
             self.handler.forced = None
         else:
             self.handler.forced = (user_principal(user, scopes, client_id), user)
-        self.session_id = None
+
+    def end_session(self) -> None:
+        """End the client's 2025-11-25 session, if it has one (``DELETE`` with its ``Mcp-Session-Id``), as a client
+        that is done does. A person holds a bounded number of sessions (docs/security.md): a test that opens many
+        clients for one user in a burst ends each, or uses the client as a context manager."""
+        if self.session_id is None:
+            return
+        session_id, self.session_id = self.session_id, None
+        self.generic(
+            "DELETE", self.path, headers={"MCP-Protocol-Version": self.protocol_version, SESSION_HEADER: session_id}
+        )
+
+    def __enter__(self) -> MCPClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.end_session()
 
     # Methods -------------------------------------------------------------------------------------------------
 

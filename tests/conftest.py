@@ -65,6 +65,17 @@ def _registration_throttle_reset() -> None:
     caches["default"].delete_many([throttle_key("127.0.0.1", period, at) for at in (now - period, now)])
 
 
+@pytest.fixture(autouse=True)
+def _sessions_reset() -> Iterator[None]:
+    """Each test starts with no 2025-11-25 session in the process's per-process session stores: a person holds a
+    bounded number of sessions (replaced only once a minute old), and the suite opens many for alice in a burst."""
+    yield
+    from mcp_resources.transport.sessions import _private_caches
+
+    for store in _private_caches.values():
+        store.clear()
+
+
 # Users and tokens ------------------------------------------------------------------------------------------
 
 

@@ -100,6 +100,38 @@ def test_force_authenticate_again_starts_a_new_session(
     assert uris == [*STATICS, uri_of(documents["bob"][0]), *HANDBOOK]
 
 
+def test_end_session_ends_it_at_the_endpoint(alice: Any, documents: dict[str, list[Document]]) -> None:
+    client = client_as(alice, protocol_version="2025-11-25")
+    client.call("ping")
+    ended = client.session_id
+    client.end_session()
+    assert client.session_id is None
+    response = client.generic(
+        "POST",
+        client.path,
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}),
+        content_type="application/json",
+        headers={
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2025-11-25",
+            "Mcp-Session-Id": ended,
+        },
+    )
+    assert response.status_code == 404  # the ended session is gone
+    client.read_resource(uri_of(documents["alice"][0]))  # and the client opens a new one when called again
+    assert client.session_id not in (None, ended)
+
+
+def test_session_clients_as_context_managers_stay_within_the_cap(
+    alice: Any, documents: dict[str, list[Document]]
+) -> None:
+    """A person holds a bounded number of sessions (ten on the test project's LocMemCache), none replaced in its
+    first minute: forty clients in a burst fit, each ending its session as it leaves its block."""
+    for _ in range(40):
+        with client_as(alice, protocol_version="2025-11-25") as client:
+            client.read_resource(uri_of(documents["alice"][0]))
+
+
 # Identity and scopes --------------------------------------------------------------------------------------
 
 
