@@ -1,4 +1,5 @@
-"""Sessions of protocol 2025-11-25 and 2025-06-18: ``Mcp-Session-Id`` bound to the caller that initialized it.
+"""Sessions of protocol 2025-11-25 and 2025-06-18: ``Mcp-Session-Id`` bound to the caller that initialized it, or,
+for a session opened anonymously, to the first caller whose token claims it.
 
 Sessions live in a Django cache (``MCP_RESOURCES["SESSION_CACHE"]``), so every worker sharing that cache shares
 them; a ``LocMemCache`` alias (one process anyway) gets a store of its own, so that nothing else written to that
