@@ -20,6 +20,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from mcp_resources.checks import check_templates
 from mcp_resources.registries import ResourceRegistry
+from mcp_resources.resources import ModelResourceTemplate, ResourceTemplate
 from tests.live import ROOT
 
 
@@ -233,3 +234,54 @@ def test_a_registry_is_checked_when_a_server_first_serves_it() -> None:
             serve(registry)
         assert str(info.value) == non_unique_message()
         assert not registry.frozen
+
+
+def _read(self: Any, request: Any, uri: str, variables: Any) -> str:
+    return ""
+
+
+def _template(name: str, base: type = ResourceTemplate, **attrs: Any) -> type:
+    return type(name.title().replace("-", ""), (base,), {"name": name, "read": _read, **attrs})
+
+
+def _documents(name: str, **attrs: Any) -> type:
+    from testproject.library.models import Document
+
+    defaults = {"model": Document, "uri_template": f"{name}://{{id}}", "owner_field": "owner"}
+    return _template(name, ModelResourceTemplate, **{**defaults, "read": ModelResourceTemplate.read, **attrs})
+
+
+SERVING = {
+    "E003": lambda: [
+        _template("items", uri_template="shop://items/{id}"),
+        _template("everything", uri_template="shop://{+path}"),
+    ],
+    "E005": lambda: [_documents("unscoped", owner_field=None)],
+    "E019": lambda: [_documents("bad-owner", owner_field="member")],
+    "E023": lambda: [_documents("by-title", uri_template="by-title://{title}")],
+    "E036": lambda: [_documents("public-docs", cache_control=lambda self, request: ("public", 1_000))],
+}
+
+
+@pytest.mark.parametrize("check_id", sorted(SERVING))
+def test_each_check_that_protects_answers_stops_a_registry_as_it_freezes(check_id: str, settings: Any) -> None:
+    """E003, E005, E019, E023 and E036 stop a registry with their own message; silenced, they do not."""
+    registry = ResourceRegistry(check_id)
+    for template in SERVING[check_id]():
+        registry.register(template)
+    assert [message.id for message in check_templates(registry)] == [f"mcp_resources.{check_id}"]
+    with pytest.raises(ImproperlyConfigured, match=rf"^\(mcp_resources\.{check_id}\) "):
+        registry.freeze()
+    assert not registry.frozen
+    settings.SILENCED_SYSTEM_CHECKS = [f"mcp_resources.{check_id}"]
+    registry.freeze()
+    assert registry.frozen
+
+
+def test_a_warning_does_not_stop_a_registry() -> None:
+    """Only the checks that protect answers are enforced: W002 (a nullable ordering field) is reported, not enforced."""
+    registry = ResourceRegistry("warned")
+    registry.register(_documents("nullable", ordering=("deleted_at", "id")))
+    assert [message.id for message in check_templates(registry)] == ["mcp_resources.W002"]
+    registry.freeze()
+    assert registry.frozen
