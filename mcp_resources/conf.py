@@ -32,9 +32,9 @@ DEFAULTS: dict[str, Any] = {
     "SESSION_TIMEOUT_SECONDS": 24 * 3600,
     # Subscriptions
     "SUBSCRIPTIONS": True,
-    "CHANNEL_LAYER": "default",
+    "DELIVERY_URL": None,
+    "DELIVERY_RETENTION_SECONDS": 3600.0,
     "STREAMS_PER_CALLER": 10,
-    "STREAM_QUEUE_SIZE": 256,
     "URIS_PER_LISTEN": 100,
     "STREAM_SEND_TIMEOUT_SECONDS": 10.0,
     "STREAM_KEEPALIVE_SECONDS": 15.0,
@@ -141,8 +141,14 @@ class Settings:
         return bool(self._get("SUBSCRIPTIONS"))
 
     @property
-    def channel_layer(self) -> str:
-        return str(self._get("CHANNEL_LAYER"))
+    def delivery_url(self) -> str | None:
+        """The Redis URL of the log that carries change notifications; ``None``: this process's own log."""
+        value = self._get("DELIVERY_URL")
+        return str(value) if value else None
+
+    @property
+    def delivery_retention_seconds(self) -> float:
+        return float(self._get("DELIVERY_RETENTION_SECONDS"))
 
     @property
     def streams_per_caller(self) -> int:
@@ -155,11 +161,6 @@ class Settings:
     @property
     def stream_send_timeout_seconds(self) -> float:
         return float(self._get("STREAM_SEND_TIMEOUT_SECONDS"))
-
-    @property
-    def stream_queue_size(self) -> int:
-        """Messages queued for one stream; a stream whose queue is full ends with a final message."""
-        return int(self._get("STREAM_QUEUE_SIZE"))
 
     @property
     def stream_keepalive_seconds(self) -> float:

@@ -5,7 +5,8 @@
 - A static resource registered or removed from code starts or stops its live subscription and tells listeners
   that the list changed (:data:`~mcp_resources.signals.resource_registered`, ``resource_unregistered``).
 - A cached access token is evicted as soon as this process changes or deletes it, or its user
-  (:mod:`mcp_resources.auth.tokencache`).
+  (:mod:`mcp_resources.auth.tokencache`); the change is published, so the streams opened with that token, in every
+  process, check it again (a revoked token ends them).
 - A person who takes back an OAuth client's access (:data:`~mcp_resources.signals.client_revoked`) loses the
   2025-11-25 sessions they opened through it, and their GET streams end.
 - A changed setting (``override_settings`` in tests) empties the token cache and forgets what was derived from it:
@@ -18,6 +19,7 @@ from typing import Any
 
 from django.apps import apps
 from django.core.signals import setting_changed
+from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
@@ -29,7 +31,11 @@ from mcp_resources.listing import compiled
 from mcp_resources.registries import ResourceRegistry, registry
 from mcp_resources.resources import RegisteredResource
 from mcp_resources.signals import client_revoked, resource_registered, resource_unregistered
-from mcp_resources.subscriptions.broker import notify_resource_list_changed, notify_resource_updated
+from mcp_resources.subscriptions.broker import (
+    notify_resource_list_changed,
+    notify_resource_updated,
+    publish_token_changed,
+)
 from mcp_resources.subscriptions.live import LiveSubscription
 from mcp_resources.subscriptions.notifier import ModelChangeNotifier
 from mcp_resources.transport.sessions import default_store
@@ -94,6 +100,9 @@ def _evict_token(sender: Any, instance: Any, **kwargs: Any) -> None:
     checksum = getattr(instance, "token_checksum", None)
     if checksum:
         token_cache.discard(str(checksum))
+        # The streams opened with it check it again, in every process, once the change is committed: a revoked
+        # token (revocation endpoint, admin, connected-apps page) ends them at once.
+        transaction.on_commit(lambda: publish_token_changed(str(checksum)), using=kwargs.get("using"))
 
 
 def _evict_user(sender: Any, instance: Any, **kwargs: Any) -> None:

@@ -107,21 +107,10 @@ STATIC_URL = "static/"
 
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
-# Change notifications fan out through a channel layer. ``MCP_REDIS_URL`` (e.g. redis://127.0.0.1:6379/0) makes
-# them reach streams served by other processes, and shares the sessions of 2025-11-25 clients through the same Redis.
+# Change notifications travel on a log: ``MCP_REDIS_URL`` (e.g. redis://127.0.0.1:6379/0) puts it in Redis (a
+# stream), so that they reach streams served by other processes, and shares the sessions of 2025-11-25 clients
+# through the same Redis.
 if os.environ.get("MCP_REDIS_URL"):
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            # redis-py 8 times socket reads out after 5 s by default, as long as channels-redis's blocking receive
-            # (BZPOPMIN, 5 s): a longer socket timeout keeps idle streams from failing (channels_redis#422).
-            # A pool above redis-py's default 100 connections for bursts of streams (mcp_resources.W005).
-            "CONFIG": {
-                "hosts": [{"address": os.environ["MCP_REDIS_URL"], "socket_timeout": 30, "max_connections": 1000}],
-                "capacity": 100,
-            },
-        }
-    }
     CACHES = {
         "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["MCP_REDIS_URL"]}
     }
@@ -143,6 +132,7 @@ MCP_RESOURCES: dict[str, object] = {
     "RESOURCE_URI": os.environ.get("MCP_RESOURCE_URI", "http://127.0.0.1:8000/mcp"),
     "INSTRUCTIONS": "Documents of the signed-in user, as MCP resources.",
     "SCOPE_HIERARCHY": {"documents": ["documents:read"]},
+    "DELIVERY_URL": os.environ.get("MCP_REDIS_URL") or None,
 }
 
 LOGGING = {

@@ -7,11 +7,12 @@ path. A test that needs another server or registry drives an ``MCPEndpoint`` of 
 
 An :class:`Exchange` is one HTTP request to an ASGI application through asgiref's ``ApplicationCommunicator``. Its
 output is read from the communicator's queue directly, so waiting for "nothing more arrives" never cancels the
-application (``receive_output`` would on a timeout). Server-sent events are parsed strictly: every event is
-``event: message`` with one ``data:`` line, and comments (keep-alives) are kept apart.
+application (``receive_output`` would on a timeout). Server-sent events are parsed strictly: every event is an
+optional ``id:`` line, ``event: message`` and one ``data:`` line, and comments (keep-alives) are kept apart. A
+notification's event id (the SSE ``id`` and, on a listen stream, the same id in its ``_meta``) is checked, kept in
+``Exchange.event_ids`` and removed from the message, so tests compare messages without it.
 
-:class:`Clock` moves the clocks of the stream code and of Channels' in-memory layer forward, so that token expiry
-and group expiry are tested without waiting for them.
+:class:`Clock` moves the clock of the stream code forward, so that token expiry is tested without waiting for it.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
 UPDATED = "notifications/resources/updated"
 LIST_CHANGED = "notifications/resources/list_changed"
 ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
+EVENT_ID = "io.github.django-mcp-resources/eventId"
+TRUNCATED = "io.github.django-mcp-resources/truncated"
 
 T = TypeVar("T")
 
@@ -109,6 +112,7 @@ class Exchange:
     closed: bool = False
     buffer: bytes = b""
     comments: list[str] = field(default_factory=list)
+    event_ids: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.communicator = ApplicationCommunicator(self.app, self.scope)
@@ -182,10 +186,20 @@ class Exchange:
         lines = raw.decode("utf-8").split("\r\n")
         if all(line.startswith(":") for line in lines):
             return "comment", "\n".join(line[1:].strip() for line in lines)
+        event_id = None
+        if lines[0].startswith("id: "):
+            event_id = lines.pop(0)[len("id: ") :]
         assert lines[0] == "event: message", lines
         assert len(lines) == 2, lines
         assert lines[1].startswith("data: "), lines
-        return "event", json.loads(lines[1][len("data: ") :])
+        message = json.loads(lines[1][len("data: ") :])
+        meta = (message.get("params") or {}).get("_meta") or {}
+        if EVENT_ID in meta:
+            assert meta.pop(EVENT_ID) == event_id, (message, event_id)
+        if "method" in message:
+            assert event_id is not None, message  # every notification carries its id
+            self.event_ids.append(event_id)
+        return "event", message
 
     async def event(self, timeout: float = 10) -> dict[str, Any]:
         """The next JSON-RPC message on the stream (keep-alive comments are skipped and remembered)."""
@@ -275,12 +289,11 @@ async def until(condition: Callable[[], bool], timeout: float, what: str) -> Non
 
 
 class Clock:
-    """The ``time`` module as seen by the stream code and Channels' in-memory layer, ``offset`` seconds ahead.
+    """The ``time`` module as seen by the stream code, ``offset`` seconds ahead.
 
     Installed with :meth:`install` (through pytest's ``monkeypatch``) in ``mcp_resources.transport.streams`` (token
-    expiry and keep-alive timers), ``mcp_resources.transport.fanout`` (group renewal) and ``channels.layers`` (group
-    expiry). :meth:`advance` moves them forward at once; everything else (``asyncio`` timers included) keeps the
-    real clock.
+    expiry and keep-alive timers). :meth:`advance` moves it forward at once; everything else (``asyncio`` timers
+    included) keeps the real clock.
     """
 
     def __init__(self) -> None:
@@ -299,13 +312,9 @@ class Clock:
         self.offset += seconds
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> Clock:
-        import channels.layers
-
-        from mcp_resources.transport import fanout, streams
+        from mcp_resources.transport import streams
 
         monkeypatch.setattr(streams, "time", self)
-        monkeypatch.setattr(fanout, "time", self)
-        monkeypatch.setattr(channels.layers, "time", self)
         return self
 
 

@@ -305,7 +305,7 @@ def test_the_wsgi_environ_makes_the_request_djangos_asgi_handler_makes(asgi_scop
         assert through_wsgi.get_host() == through_asgi.get_host()
 
 
-# Streams: the opening request through the middleware, the stream on the event loop -------------------------------
+# Streams: a response the middleware sees, served on the event loop -------------------------------------------------
 
 
 def refusing_middleware(get_response: Callable[[HttpRequest], HttpResponseBase]) -> Any:
@@ -342,11 +342,11 @@ async def test_a_listen_stream_opens_through_the_middleware_and_then_streams_on_
     stream = await _open_listen(front(), token)
     assert stream.status == 200
     assert stream.headers["content-type"] == "text/event-stream"
-    # The middleware saw the opening request, and the headers it adds reach the stream's client...
-    assert recorded == [{"method": "POST", "path": "/mcp", "token": False}]
+    # The middleware saw the opening request (cancellable like any other), and the headers it adds are on the
+    # stream's own response: no placeholder, no header merging.
+    assert recorded == [{"method": "POST", "path": "/mcp", "token": True}]
     assert stream.headers["x-frame-options"] == "DENY"
     assert stream.headers["x-content-type-options"] == "nosniff"
-    # ...but not the placeholder's own headers.
     assert "x-mcp-stream-plan" not in stream.headers
     assert "content-length" not in stream.headers
     acknowledged = await stream.event()

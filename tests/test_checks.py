@@ -433,8 +433,6 @@ def test_e012_page_size_out_of_range(settings, page_size):
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        ("STREAM_QUEUE_SIZE", 0),
-        ("STREAM_QUEUE_SIZE", "256"),
         ("MAX_REQUEST_BYTES", -1),
         ("MAX_RESPONSE_BYTES", 1.5),
         ("CURSOR_TTL_SECONDS", True),
@@ -444,6 +442,7 @@ def test_e012_page_size_out_of_range(settings, page_size):
         ("LIST_DEADLINE_SECONDS", 0),
         ("STREAM_SEND_TIMEOUT_SECONDS", -1.0),
         ("STREAM_KEEPALIVE_SECONDS", "15"),
+        ("DELIVERY_RETENTION_SECONDS", 0),
         ("PUBLIC_CACHE_TTL_MS", 1.5),
         ("PUBLIC_CACHE_TTL_MS", "0"),
     ],
@@ -459,7 +458,7 @@ def test_e035_limits_must_be_numbers_that_admit_something(settings, key, value):
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        ("STREAM_QUEUE_SIZE", 1),
+        ("DELIVERY_RETENTION_SECONDS", 0.5),
         ("LIST_DEADLINE_SECONDS", 0.000001),
         ("STREAM_KEEPALIVE_SECONDS", 1),
         ("PUBLIC_CACHE_TTL_MS", -5),
@@ -595,38 +594,6 @@ def test_at_most_25_settings_each_documented_in_order():
     headings = re.findall(r"^## ([A-Z_]+)$", (ROOT / "docs" / "settings.md").read_text(), flags=re.MULTILINE)
     assert len(DEFAULTS) <= 25
     assert headings == list(DEFAULTS)
-
-
-REDIS = "channels_redis.core.RedisChannelLayer"
-
-
-def redis_layer(*hosts: Any) -> dict[str, Any]:
-    return {"default": {"BACKEND": REDIS, "CONFIG": {"hosts": list(hosts)}}}
-
-
-@pytest.mark.parametrize(
-    ("layers", "warned"),
-    [
-        ({"default": {"BACKEND": REDIS}}, True),  # channels-redis's default host, redis-py's default pool
-        ({"default": {"BACKEND": REDIS, "CONFIG": {"hosts": [("127.0.0.1", 6379)]}}}, True),
-        ({"default": {"BACKEND": REDIS, "CONFIG": {"hosts": ["redis://127.0.0.1:6379/0"]}}}, True),
-        (redis_layer({"address": "redis://h/0", "socket_timeout": 30}), True),
-        (redis_layer({"address": "redis://h/0", "max_connections": 100}), True),
-        (redis_layer({"address": "redis://h/0?max_connections=500"}, ("127.0.0.1", 6379)), True),  # one of two
-        (redis_layer({"address": "redis://h/0", "max_connections": 1000}), False),
-        ({"default": {"BACKEND": REDIS, "CONFIG": {"hosts": ["redis://h/0?max_connections=1000"]}}}, False),
-        ({"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}, False),
-        ({"other": {"BACKEND": REDIS}}, False),  # not the layer MCP_RESOURCES["CHANNEL_LAYER"] names
-    ],
-)
-def test_w005_redis_pool_too_small_for_stream_bursts(settings, layers, warned):
-    from mcp_resources.checks import check_channel_layer
-
-    settings.CHANNEL_LAYERS = layers
-    messages = check_channel_layer()
-    assert ids(messages) == (["mcp_resources.W005"] if warned else [])
-    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "SUBSCRIPTIONS": False}
-    assert check_channel_layer() == []  # no streams, no bursts
 
 
 def test_w002_nullable_ordering_field():

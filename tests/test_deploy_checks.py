@@ -1,5 +1,6 @@
 """The deployment checks of ``manage.py check --deploy`` (one test per id): W010 cursor keys, W011 the 2025-11-25
-session cache, W012 the subscriptions' channel layer, W032 an open client registration without a throttle."""
+session cache, W012 the subscriptions' log, W014 streams under Django's own ASGI handler, W032 an open client
+registration without a throttle."""
 
 from __future__ import annotations
 
@@ -22,11 +23,8 @@ from tests.live import on_postgres
 
 KEYED = {"CURSOR_KEYS": ["a shared secret of at least 16 bytes"]}
 REDIS_CACHE = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": "redis://127.0.0.1:6379/0"}
-REDIS_LAYER = {
-    "BACKEND": "channels_redis.core.RedisChannelLayer",
-    "CONFIG": {"hosts": [{"address": "redis://127.0.0.1:6379/0", "max_connections": 1000}]},  # not W005
-}
-SHARED = {"CACHES": {"default": REDIS_CACHE}, "CHANNEL_LAYERS": {"default": REDIS_LAYER}}
+SHARED = {"CACHES": {"default": REDIS_CACHE}}
+SHARED_LOG = {"DELIVERY_URL": "redis://127.0.0.1:6379/0"}
 
 
 class LocalCache(LocMemCache):
@@ -39,7 +37,7 @@ def deploy_ids() -> list[str]:
 
 
 def configure(settings: Any, mcp: dict[str, Any] | None = None, **django: Any) -> None:
-    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, **(mcp or {})}
+    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, **SHARED_LOG, **(mcp or {})}
     for name, value in {**SHARED, **django}.items():
         setattr(settings, name, value)
 
@@ -98,26 +96,44 @@ def test_w011_follows_the_session_cache_alias(settings: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    ("layers", "subscriptions", "warned"),
+    ("url", "subscriptions", "warned"),
     [
-        (None, True, True),  # no CHANNEL_LAYERS: the app's process-local fallback
-        ({"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}, True, True),
-        ({"default": REDIS_LAYER}, True, False),
-        ({"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}, "mcp": REDIS_LAYER}, True, "default"),
-        (None, False, False),  # subscriptions off: no layer is used
+        (None, True, True),  # no DELIVERY_URL: the log of each process
+        ("", True, True),
+        ("redis://127.0.0.1:6379/0", True, False),
+        (None, False, False),  # subscriptions off: no log is used
     ],
 )
-def test_w012_subscriptions_on_the_in_memory_layer(
-    settings: Any, layers: dict[str, Any] | None, subscriptions: bool, warned: bool | str
+def test_w012_subscriptions_on_the_in_memory_log(
+    settings: Any, url: str | None, subscriptions: bool, warned: bool
 ) -> None:
-    configure(settings, {**KEYED, "SUBSCRIPTIONS": subscriptions}, CHANNEL_LAYERS=layers)
+    configure(settings, {**KEYED, "SUBSCRIPTIONS": subscriptions, "DELIVERY_URL": url})
     assert [message.id for message in check_deployment()] == (["mcp_resources.W012"] if warned else [])
-    if warned == "default":
-        # The alias the subscriptions use decides.
-        configure(settings, {**KEYED, "CHANNEL_LAYER": "mcp"}, CHANNEL_LAYERS=layers)
-        assert check_deployment() == []
     if warned:
         assert checks.run_checks(tags=["mcp_resources"]) == []
+
+
+application = None
+"""Set by the W014 test: what ``ASGI_APPLICATION`` names."""
+
+
+@pytest.mark.parametrize("kind", ["plain", "endpoint", "unset", "unimportable"])
+def test_w014_streams_under_djangos_own_asgi_handler(settings: Any, kind: str, monkeypatch: Any) -> None:
+    from django.core.asgi import get_asgi_application
+
+    from mcp_resources.transport.asgi import MCPEndpoint
+
+    app = {"plain": get_asgi_application, "endpoint": MCPEndpoint.as_asgi}.get(kind, lambda: None)()
+    monkeypatch.setattr(sys.modules[__name__], "application", app)
+    path = {"unset": None, "unimportable": "nowhere.asgi.application"}.get(kind, f"{__name__}.application")
+    configure(settings, KEYED, ASGI_APPLICATION=path)
+    messages = check_deployment()
+    assert [message.id for message in messages] == (["mcp_resources.W014"] if kind == "plain" else [])
+    if kind == "plain":
+        assert "a thread of its own" in messages[0].msg
+        assert "MCPEndpoint" in (messages[0].hint or "")
+        configure(settings, {**KEYED, "SUBSCRIPTIONS": False}, ASGI_APPLICATION=path)
+        assert check_deployment() == []  # no streams, no threads
 
 
 def test_check_deploy_command_reports_all_three(settings: Any) -> None:
@@ -127,8 +143,8 @@ def test_check_deploy_command_reports_all_three(settings: Any) -> None:
         settings,
         {"CURSOR_KEYS": []},
         CACHES={"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}},
-        CHANNEL_LAYERS=None,
     )
+    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "DELIVERY_URL": None}
     err = StringIO()
     call_command("check", "--deploy", "--tag", "mcp_resources", stdout=StringIO(), stderr=err)
     for id in ("W010", "W011", "W012"):

@@ -1,7 +1,7 @@
-"""A 2025-11-25 session's GET stream re-reads the session's subscriptions once it has joined its session group.
+"""A 2025-11-25 session's GET stream re-reads the session's subscriptions once it has joined its hub.
 
-The stream's plan is built from the stored subscriptions (by ``MCPView.prepare_session_stream``, in a worker thread)
-before the stream joins the channel layer's groups on the event loop. A ``resources/subscribe`` (or
+The stream's plan is built from the stored subscriptions (by ``MCPView.get``, in a worker thread) before the stream
+joins its hub on the event loop. A ``resources/subscribe`` (or
 ``unsubscribe``) that stores its change and publishes its control message in between would otherwise be lost for
 the whole life of the stream. The official SDK client opens the GET stream right after ``initialize``, concurrently
 with its first requests, so the window is hit in practice (about one session in a hundred in a loopback run before
@@ -26,24 +26,11 @@ pytestmark = pytest.mark.anyio
 
 
 class Served:
-    """A stream served on the running loop, its ASGI output collected."""
+    """A stream served on the running loop, its chunks collected."""
 
     def __init__(self, plan: StreamPlan) -> None:
         self.plan = plan
         self.output: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        self.gone = asyncio.Event()
-
-    async def receive(self) -> dict[str, Any]:
-        await self.gone.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(self, message: Any) -> None:
-        await self.output.put(dict(message))
-
-    async def started(self) -> None:
-        message = await asyncio.wait_for(self.output.get(), 5)
-        assert message["type"] == "http.response.start"
-        assert message["status"] == 200
 
     async def updates_until(self, last: str, timeout: float = 5) -> list[str]:
         """The URIs of the updates sent, up to the first one for ``last`` (a stream's messages arrive in order, so an
@@ -73,17 +60,23 @@ async def serving(stored: list[str], planned: set[str]) -> AsyncIterator[Served]
         resync=resync,
     )
     served = Served(plan)
-    task = asyncio.ensure_future(Stream(plan, served.receive, served.send).serve())
+    stream = Stream(plan)
+    await stream.open()  # as the endpoint does before the response starts
+
+    async def pump() -> None:
+        async for chunk in stream.events():
+            await served.output.put({"body": chunk})
+
+    task = asyncio.ensure_future(pump())
     try:
-        await served.started()
         yield served
     finally:
-        served.gone.set()
+        stream.disconnected()
         await asyncio.wait_for(task, 5)
 
 
 async def publish(uri: str) -> None:
-    await broker.apublish(broker.uri_group(uri), {"type": broker.UPDATED, "uri": uri})
+    await asyncio.to_thread(broker.notify_resource_updated, uri)
 
 
 async def test_a_subscription_stored_before_the_stream_joined_is_delivered() -> None:

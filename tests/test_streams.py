@@ -18,7 +18,6 @@ import asyncio
 import json
 import secrets
 import threading
-import tracemalloc
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -39,8 +38,8 @@ from mcp_resources.principal import Principal
 from mcp_resources.protocol.versions import V2025_11_25, V2026_07_28
 from mcp_resources.registries import registry
 from mcp_resources.server import MCPServer
-from mcp_resources.subscriptions import broker, notify_resource_list_changed, notify_resource_updated
-from mcp_resources.transport import MCPEndpoint, MCPView, streams
+from mcp_resources.subscriptions import notify_resource_list_changed, notify_resource_updated
+from mcp_resources.transport import MCPEndpoint, MCPView, fanout, streams
 from mcp_resources.transport.sessions import Session, SessionStore, owner_of
 from mcp_resources.transport.views import error_response
 from testproject.library.models import Document
@@ -87,12 +86,6 @@ def app() -> Any:
     return application()
 
 
-def in_memory_layer(settings: Any, **config: Any) -> Any:
-    """Configure Channels' in-memory layer with ``config`` (group expiry, capacity) and return it."""
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": config}}
-    return broker.get_layer()
-
-
 @dataclass
 class People:
     alice: Any
@@ -112,12 +105,11 @@ def people(alice: Any, bob: Any, make_token: Callable[..., str]) -> People:
 
 @pytest.fixture(autouse=True)
 def no_stream_left_behind() -> Any:
-    """Every test ends with no open stream counted and no group membership left in an in-memory layer."""
+    """Every test ends with no open stream counted and no membership left in a hub."""
     yield
     assert dict(streams._open_streams) == {}
-    layer = broker.get_layer()
-    if hasattr(layer, "groups"):
-        assert not any(layer.groups.values()), layer.groups
+    for hub in list(fanout._hubs.values()):
+        assert not hub.members, hub.members
 
 
 def uri(doc: Document) -> str:
@@ -489,15 +481,15 @@ async def test_expired_token_cannot_listen(app: Any, people: People, make_token:
 async def test_disconnect_frees_the_stream(app: Any, people: People, settings: Any) -> None:
     set_mcp(settings, STREAMS_PER_CALLER=1)
     doc = people.alice_docs[0]
-    layer = in_memory_layer(settings)  # whose groups can be looked into
     stream, _ = await opened(app, people.alice_token, uris=[uri(doc)], list_changes=True)
     assert sum(streams._open_streams.values()) == 1
-    assert broker.uri_group(uri(doc)) in layer.groups
-    assert broker.LIST_CHANGED_GROUP in layer.groups
+    hub = fanout.get_hub()
+    assert ("u", uri(doc)) in hub.members
+    assert ("l", "") in hub.members
     await stream.disconnect()
     assert dict(streams._open_streams) == {}
-    assert broker.uri_group(uri(doc)) not in layer.groups
-    assert broker.LIST_CHANGED_GROUP not in layer.groups
+    assert ("u", uri(doc)) not in hub.members
+    assert ("l", "") not in hub.members
     # The caller's only slot is free again.
     again, _ = await opened(app, people.alice_token, list_changes=True)
     await again.disconnect()
@@ -693,9 +685,10 @@ async def test_listen_refused_when_subscriptions_are_off(app: Any, people: Peopl
 async def test_a_client_that_never_reads_is_ended_and_memory_stays_flat(
     app: Any, people: People, settings: Any
 ) -> None:
-    """The transport stops taking writes (as uvicorn's flow control does when the peer's window is full)."""
+    """The transport stops taking writes (as uvicorn's flow control does when the peer's window is full): the
+    stream's queue stays within ``Stream.queue_size`` (past it the stream drops it, to catch up from the log), and
+    the stream ends once a write waits past ``STREAM_SEND_TIMEOUT_SECONDS``."""
     set_mcp(settings, STREAM_SEND_TIMEOUT_SECONDS=0.3)
-    layer = in_memory_layer(settings, capacity=10)  # messages buffered per stream
     inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     await inbox.put(
         {"type": "http.request", "body": listen_body(1, {"resourcesListChanged": True}), "more_body": False}
@@ -712,22 +705,15 @@ async def test_a_client_that_never_reads_is_ended_and_memory_stays_flat(
         await until(lambda: len(sent) >= 2, 10, "the acknowledgement")
         assert sent[0]["status"] == 200
         assert ACKNOWLEDGED.encode() in sent[1]["body"]
-        # What the layer retains for the stuck stream (messages are deep-copied into its queue) stays bounded.
-        retained = [tracemalloc.Filter(True, "*/channels/layers.py"), tracemalloc.Filter(True, "*/copy.py")]
-        tracemalloc.start()
-        before = tracemalloc.take_snapshot().filter_traces(retained)
-        for _ in range(5000):
-            await broker.apublish(broker.LIST_CHANGED_GROUP, {"type": broker.LIST_CHANGED})
-        after = tracemalloc.take_snapshot().filter_traces(retained)
-        tracemalloc.stop()
-        growth = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
-        assert growth < 50_000, growth
-        assert all(queue.qsize() <= 10 for queue in layer.channels.values())
+        [stream] = [stream for stream in list(streams._streams) if not stream.released]
+        for _ in range(5):
+            await in_thread(lambda: [notify_resource_list_changed() for _ in range(1000)])
+            assert len(stream.queue) <= stream.queue_size
         await asyncio.wait_for(task, 3)  # ended: the write timed out
     finally:
         task.cancel()
     assert dict(streams._open_streams) == {}
-    assert broker.LIST_CHANGED_GROUP not in layer.groups
+    assert ("l", "") not in fanout.get_hub().members
 
 
 # Sessions of 2025-11-25 ---------------------------------------------------------------------------------------------
@@ -954,41 +940,27 @@ async def test_a_takeover_is_not_refused_by_the_stream_limit(app: Any, people: P
 # The channel layer -------------------------------------------------------------------------------------------------
 
 
-async def test_group_membership_outlives_the_layers_group_expiry(
-    app: Any, people: People, settings: Any, monkeypatch: pytest.MonkeyPatch
+async def test_a_stream_keeps_receiving_days_later(
+    app: Any, people: People, settings: Any, monkeypatch: pytest.MonkeyPatch, make_token: Callable[..., str]
 ) -> None:
-    """Layers drop group members after ``group_expiry`` (a day by default): a long-lived stream joins its groups
-    again every half ``group_expiry``. The clock jumps three expiries ahead, just over half an expiry at a time (any
-    ``group_send`` meanwhile, a fence among them, makes the layer drop what is older than an expiry)."""
-    layer = in_memory_layer(settings, group_expiry=60)
+    """Nothing a stream holds expires (the log has no membership to renew): three days on, it still receives."""
     set_mcp(settings, STREAM_KEEPALIVE_SECONDS=0.05)  # the stream wakes often to look at the clock
+    token = await in_thread(lambda: make_token(people.alice, expires_in=10 * 86400))
     clock = Clock().install(monkeypatch)
     doc = people.alice_docs[0]
-    stream, _ = await opened(app, people.alice_token, uris=[uri(doc)], list_changes=True)
-    groups = [broker.uri_group(uri(doc)), broker.LIST_CHANGED_GROUP]
-    [channel] = layer.groups[groups[0]]
-    # A member that never joins again: the layer drops it, as it would drop the stream's without renewal.
-    await layer.group_add(broker.LIST_CHANGED_GROUP, "stale.inmemory!never")
+    stream, _ = await opened(app, token, uris=[uri(doc)], list_changes=True)
     for _ in range(6):
-        clock.advance(31)
-        jumped = clock.time()
-        await until(
-            lambda: all(layer.groups[group][channel] >= jumped for group in groups),  # noqa: B023
-            5,
-            "the stream to join its groups again",
-        )
+        clock.advance(43200)
+        await asyncio.sleep(0.1)
     await in_thread(touch, doc)
     assert await stream.event() == updated(uri(doc), 1)
     await in_thread(notify_resource_list_changed)
     assert await stream.event() == list_changed(1)
-    assert "stale.inmemory!never" not in layer.groups[broker.LIST_CHANGED_GROUP]
     await stream.disconnect()
 
 
-async def test_an_unreachable_channel_layer_is_a_clean_error(app: Any, people: People, settings: Any) -> None:
-    settings.CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": ["redis://127.0.0.1:1/0"]}}
-    }
+async def test_an_unreachable_log_is_a_clean_error(app: Any, people: People, settings: Any) -> None:
+    set_mcp(settings, DELIVERY_URL="redis://127.0.0.1:1/0")
     for request_id in (1, 2):
         stream = await listen(app, people.alice_token, request_id=request_id, list_changes=True)
         assert stream.status != 500
@@ -997,7 +969,7 @@ async def test_an_unreachable_channel_layer_is_a_clean_error(app: Any, people: P
         assert payload["error"]["code"] == -32603
         await stream.finished()
     assert dict(streams._open_streams) == {}
-    # Publishing into an unreachable layer is logged, never raised.
+    # Publishing into an unreachable log is logged, never raised.
     await in_thread(notify_resource_list_changed)
     await in_thread(touch, people.alice_docs[0])
 

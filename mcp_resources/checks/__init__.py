@@ -20,7 +20,7 @@ from mcp_resources.checks.authorization_server import (
     mcp_endpoint_paths,
 )
 from mcp_resources.checks.configuration import check_auth_settings, check_settings
-from mcp_resources.checks.deployment import check_channel_layer, check_database_connections, check_deployment
+from mcp_resources.checks.deployment import check_database_connections, check_deployment
 from mcp_resources.checks.fastpaths import check_fast_paths
 from mcp_resources.checks.templates import check_metadata_fields, check_model_template, check_templates
 from mcp_resources.registries import ResourceRegistry, add_freeze_check, registry
@@ -31,7 +31,6 @@ __all__ = [
     "check_auth_settings",
     "check_authorization_server_metadata",
     "check_authorization_server_scopes",
-    "check_channel_layer",
     "check_client_registration",
     "check_database_connections",
     "check_deployment",
@@ -87,11 +86,6 @@ def mcp_resources_fast_paths_check(app_configs: Any = None, **kwargs: Any) -> li
 @checks.register("mcp_resources")
 def mcp_resources_auth_check(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     return check_auth_settings()
-
-
-@checks.register("mcp_resources")
-def mcp_resources_channel_layer_check(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    return check_channel_layer()
 
 
 @checks.register("mcp_resources")

@@ -66,17 +66,21 @@ POSITIVE_INTEGER_SETTINGS = (
     "SESSION_TIMEOUT_SECONDS",
     "STREAMS_PER_CALLER",
     "URIS_PER_LISTEN",
-    "STREAM_QUEUE_SIZE",
 )
 """Sizes, counts and lifetimes that must be integers of at least 1 (E035)."""
 
-POSITIVE_NUMBER_SETTINGS = ("LIST_DEADLINE_SECONDS", "STREAM_SEND_TIMEOUT_SECONDS", "STREAM_KEEPALIVE_SECONDS")
+POSITIVE_NUMBER_SETTINGS = (
+    "LIST_DEADLINE_SECONDS",
+    "STREAM_SEND_TIMEOUT_SECONDS",
+    "STREAM_KEEPALIVE_SECONDS",
+    "DELIVERY_RETENTION_SECONDS",
+)
 """Durations that must be numbers above 0 (E035)."""
 
 
 def _check_limits(configured: dict[str, Any]) -> list[checks.CheckMessage]:
-    """E035: a limit that is not a number, or one that would admit nothing (``STREAM_QUEUE_SIZE`` 0 ends every
-    stream at its first notification; ``MAX_REQUEST_BYTES`` 0 refuses every request)."""
+    """E035: a limit that is not a number, or one that would admit nothing (``DELIVERY_RETENTION_SECONDS`` 0 keeps
+    nothing to resume from; ``MAX_REQUEST_BYTES`` 0 refuses every request)."""
     hint = "docs/settings.md gives each setting's unit."
     messages: list[checks.CheckMessage] = []
     for key in (*POSITIVE_INTEGER_SETTINGS, *POSITIVE_NUMBER_SETTINGS, "PUBLIC_CACHE_TTL_MS"):

@@ -1,6 +1,6 @@
-"""What a deployment needs beyond one development process: the channel layer's pool (W005), what several workers
-must share (W010-W012, ``--deploy`` only), an open client registration without a throttle (W032, ``--deploy``
-only), and database connections under gevent (W013)."""
+"""What a deployment needs beyond one development process: what several workers must share (W010-W012), an ASGI
+application that serves streams without a thread each (W014) and an open client registration without a throttle
+(W032), ``--deploy`` only; database connections under gevent (W013)."""
 
 from __future__ import annotations
 
@@ -10,64 +10,10 @@ from django.conf import settings
 from django.core import checks
 from django.utils.module_loading import import_string
 
-# Subscriptions: the channel layer (docs/subscriptions.md) --------------------------------------------------
-
-REDIS_DEFAULT_POOL = 100  # redis-py's asyncio ConnectionPool holds this many connections unless told otherwise
-
-
-def _pool_size(host: object) -> int | None:
-    """The ``max_connections`` a channels-redis host entry asks for, or ``None`` (redis-py's default)."""
-    from urllib.parse import parse_qs, urlsplit
-
-    value: object
-    if isinstance(host, dict):
-        value = host.get("max_connections")
-        if value is None and isinstance(host.get("address"), str):
-            return _pool_size(host["address"])
-    elif isinstance(host, str):
-        value = next(iter(parse_qs(urlsplit(host).query).get("max_connections", [])), None)
-    else:
-        return None  # a (host, port) pair cannot carry pool options
-    if isinstance(value, int | str) and not isinstance(value, bool):
-        try:
-            return int(value)
-        except ValueError:
-            return None
-    return None
-
-
-def check_channel_layer() -> list[checks.CheckMessage]:
-    """With subscriptions on a channels-redis layer, every host's pool must be larger than redis-py's default."""
-    from mcp_resources.conf import mcp_settings
-
-    if not mcp_settings.subscriptions:
-        return []
-    layer = (getattr(settings, "CHANNEL_LAYERS", None) or {}).get(mcp_settings.channel_layer)
-    if not isinstance(layer, dict) or not str(layer.get("BACKEND", "")).startswith("channels_redis."):
-        return []
-    hosts = (layer.get("CONFIG") or {}).get("hosts") or [("localhost", 6379)]  # channels-redis's default
-    small = [host for host in hosts if (_pool_size(host) or REDIS_DEFAULT_POOL) <= REDIS_DEFAULT_POOL]
-    if not small:
-        return []
-    return [
-        checks.Warning(
-            f"CHANNEL_LAYERS[{mcp_settings.channel_layer!r}] leaves redis-py's connection pool at "
-            f"{REDIS_DEFAULT_POOL} connections for {len(small)} of its hosts: a burst of streams opening or closing "
-            "together (clients reconnecting after a restart) fails at once past that, refusing listens and leaving "
-            "closed streams in their groups.",
-            hint='Give each host a dict with a larger pool, e.g. {"address": "redis://...", "max_connections": '
-            '1000, "socket_timeout": 30} (see docs/subscriptions.md, Deployment).',
-            obj="CHANNEL_LAYERS",
-            id="mcp_resources.W005",
-        )
-    ]
-
-
 # Deployment: what must be shared by several workers and machines (docs/deployment.md) ---------------------
 # Registered with deploy=True: ``manage.py check --deploy`` runs them, development servers never warn.
 
 PER_PROCESS_CACHES = ("django.core.cache.backends.locmem.LocMemCache", "django.core.cache.backends.dummy.DummyCache")
-IN_MEMORY_LAYER = "channels.layers.InMemoryChannelLayer"
 
 
 def _is_backend(path: object, candidates: tuple[str, ...]) -> bool:
@@ -94,7 +40,8 @@ def _deploy_warning(message: str, hint: str, obj: str, id: str) -> checks.CheckM
 
 
 def check_deployment() -> list[checks.CheckMessage]:
-    """Cursor keys, the 2025-11-25 session cache and the channel layer, as several processes need them."""
+    """Cursor keys, the 2025-11-25 session cache, the log of change notifications and the ASGI application, as
+    several processes and many streams need them."""
     from mcp_resources.conf import mcp_settings
 
     messages: list[checks.CheckMessage] = []
@@ -131,21 +78,31 @@ def check_deployment() -> list[checks.CheckMessage]:
             )
         )
     messages.extend(check_registration_throttle())
-    if mcp_settings.subscriptions:
-        layers = getattr(settings, "CHANNEL_LAYERS", None) or {}
-        layer = layers.get(mcp_settings.channel_layer)
-        if not layers or (isinstance(layer, dict) and _is_backend(layer.get("BACKEND"), (IN_MEMORY_LAYER,))):
-            messages.append(
-                _deploy_warning(
-                    "Subscriptions use an in-memory channel layer: a change saved in one process (another worker, "
-                    "another machine, a management command, a task queue) notifies none of the streams the other "
-                    "processes hold.",
-                    "Configure CHANNEL_LAYERS with channels-redis (the 'redis' extra) and name it in "
-                    "MCP_RESOURCES['CHANNEL_LAYER'], or set MCP_RESOURCES['SUBSCRIPTIONS'] = False.",
-                    "CHANNEL_LAYERS",
-                    "W012",
-                )
+    if mcp_settings.subscriptions and not mcp_settings.delivery_url:
+        messages.append(
+            _deploy_warning(
+                "Subscriptions use the in-memory log of one process (MCP_RESOURCES['DELIVERY_URL'] is not set): a "
+                "change saved in one process (another worker, another machine, a management command, a task "
+                "queue) notifies none of the streams the other processes hold, and a client cannot resume on "
+                "another worker.",
+                "Set MCP_RESOURCES['DELIVERY_URL'] to a Redis URL every process shares (redis://host:6379/0), or "
+                "set MCP_RESOURCES['SUBSCRIPTIONS'] = False.",
+                "MCP_RESOURCES",
+                "W012",
             )
+        )
+    if mcp_settings.subscriptions and _plain_asgi_handler():
+        messages.append(
+            _deploy_warning(
+                f"ASGI_APPLICATION ({settings.ASGI_APPLICATION}) is Django's own ASGI handler: it serves each open "
+                "stream (subscriptions/listen, a session's GET) with a thread of its own for the stream's whole "
+                "life, so a few hundred listeners exhaust the thread pool.",
+                "Route the MCP path to mcp_resources.MCPEndpoint, which serves streams on the event loop without a "
+                "thread (docs/deployment.md, ASGI).",
+                "ASGI_APPLICATION",
+                "W014",
+            )
+        )
     return messages
 
 
@@ -170,6 +127,21 @@ def check_registration_throttle() -> list[checks.CheckMessage]:
             "W032",
         )
     ]
+
+
+def _plain_asgi_handler() -> bool:
+    """Whether ``settings.ASGI_APPLICATION`` names an instance of Django's ``ASGIHandler`` (a plain
+    ``get_asgi_application()``); an unset or unimportable one is not judged here."""
+    from django.core.handlers.asgi import ASGIHandler
+
+    path = getattr(settings, "ASGI_APPLICATION", None)
+    if not isinstance(path, str):
+        return False
+    try:
+        application = import_string(path)
+    except ImportError:
+        return False
+    return isinstance(application, ASGIHandler)
 
 
 # Database connections under gevent (docs/deployment.md, WSGI) ------------------------------------------------

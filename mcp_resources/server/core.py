@@ -97,6 +97,7 @@ class MCPServer:
         "resources/read": Method("read_resource"),
         "resources/subscribe": Method("subscribe", SESSIONS, subscriptions=True),
         "resources/unsubscribe": Method("unsubscribe", SESSIONS, subscriptions=True),
+        "subscriptions/listen": Method("prepare_listen", STATELESS_VERSIONS, subscriptions=True),
         "completion/complete": Method("complete"),
     }
 

@@ -1,356 +1,271 @@
-"""Publishing changes through a channel layer.
+"""Publishing changes on an ordered, retained, id-addressed log, and reading it back.
 
-Every process that serves streams joins groups on the configured channel layer (``MCP_RESOURCES["CHANNEL_LAYER"]``,
-an alias of ``CHANNEL_LAYERS``). Without ``CHANNEL_LAYERS`` a process-local in-memory layer is used, which
-reaches only streams of the same process: configure ``channels_redis`` for several workers or machines.
+Every change is one entry of one log: a Redis stream (``XADD``, ``XREAD BLOCK``, ``XRANGE``, through redis-py)
+when :setting:`DELIVERY_URL` names a Redis server, else a :class:`MemoryLog` of this process (tests, the demo, one
+process). The log gives each entry its id, ``<milliseconds>-<sequence>``, increasing: Redis's ids come from Redis's
+clock alone, so no two servers' clocks have to agree. Entries are kept for ``DELIVERY_RETENTION_SECONDS`` (and at
+most :data:`MAX_EVENTS`); a reader asking for what followed an id whose successors were trimmed is told so
+(:meth:`Log.replay`), never given a silent gap.
 
 Publishing never raises: a failure is logged. Who may receive an update is decided where it is delivered (each
-stream re-checks its caller's access), never here.
-
-Publications are numbered: each carries its publisher (``origin``: this process), a sequence number per group
-(``seq``) and when that sequence began (``since``, wall-clock seconds). A receiver that sees a number skipped knows
-the layer dropped a message (a channel over its ``capacity``) and ends the streams that would have received it
-with a final message, so no loss goes unnoticed (:mod:`mcp_resources.transport.fanout`).
-
-A skipped number is seen when a later one arrives; the last publications before a silence have none after them. So
-each publisher follows its last publication for a group, :data:`FENCE_DELAY_SECONDS` later, with a *fence*: a
-message that carries that publication's number and is not delivered to any client. A receiver that has not seen
-every number up to the fence's knows what it missed. The fence is sent again :data:`FENCE_REPEAT_SECONDS` later: a
-receiver whose channel was still full when the first arrived (a stalled worker) drops that one too. Fences are sent
-by one daemon thread per publishing process (started with its first publication; a process that exits sends the
-fences it still owes at once), and a group published more often than the delay gets no fence until it falls silent.
+stream re-checks its caller's access), never here. Publishers in sync code (a view, a signal receiver) share one
+pooled set of connections per process and URL (:func:`connection_pool`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import atexit
+import bisect
 import hashlib
-import heapq
 import itertools
 import logging
 import os
-import secrets
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
-
-from asgiref.sync import async_to_sync
 
 from mcp_resources.conf import mcp_settings
 
 logger = logging.getLogger("mcp_resources.subscriptions")
 
-LIST_CHANGED_GROUP = "mcp_resources.list_changed"
-UPDATED = "mcp.resource.updated"
-LIST_CHANGED = "mcp.resource.list_changed"
-SESSION_CONTROL = "mcp.session.control"
-FENCE = "mcp.fence"
-"""A publisher's last number for a group so far (see the module's docstring): checked, never delivered."""
-FENCE_DELAY_SECONDS = 2.0
-"""Silence after a group's last publication before its publisher sends the fence."""
-FENCE_REPEAT_SECONDS = 15.0
-"""Further silence before the same fence is sent a second and last time (a receiver stalled for longer than the
-delay dropped the first with the publications)."""
-SEND_TIMEOUT_SECONDS = 10.0
-"""The most a publication sent from a thread waits for the layer (then it is logged as failed)."""
+KEY = "mcp_resources:events"
+"""The Redis stream every process appends to and reads."""
+MAX_EVENTS = 1_000_000
+"""Entries kept at most (``XADD ... MAXLEN ~``), whatever the retention: the log's memory bound."""
+POOL_CONNECTIONS = 50
+"""Connections of a process's pool per Redis URL; a publisher waits for a free one rather than open more."""
+ZERO = "0-0"
 
-IN_MEMORY_CAPACITY = 100
-"""Messages the fallback in-memory layer buffers per channel (a stream); configure ``CHANNEL_LAYERS`` to change it."""
-
-_local_layer: Any = None
-_local_lock = threading.Lock()
+UPDATED, LIST_CHANGED, SESSION, TOKEN = "updated", "list_changed", "session", "token"
 
 
-def uri_group(uri: str) -> str:
-    """The group of streams subscribed to ``uri`` (a digest: group names are short ASCII)."""
-    return "mcp_resources.uri." + hashlib.sha256(uri.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+@dataclass(frozen=True)
+class Event:
+    """One entry of the log: ``kind`` and its ``target`` (a URI, a session's digest, a token's checksum); a
+    session's entries carry an ``op`` (``subscribe``, ``unsubscribe``, ``end``, ``takeover``) and its ``arg``."""
+
+    id: str
+    kind: str
+    target: str = ""
+    op: str = ""
+    arg: str = ""
+
+    @classmethod
+    def of(cls, event_id: str, fields: dict[str, str]) -> Event:
+        return cls(event_id, fields.get("k", ""), fields.get("t", ""), fields.get("o", ""), fields.get("a", ""))
 
 
-def session_group(session_id: str) -> str:
-    """The control group of a 2025-11-25 session's GET stream."""
-    return "mcp_resources.session." + hashlib.sha256(session_id.encode()).hexdigest()[:40]
+def parse_id(event_id: Any) -> tuple[int, int] | None:
+    """``(ms, seq)`` of a log id, ``None`` if ``event_id`` is not one."""
+    if not isinstance(event_id, str) or len(event_id) > 42:
+        return None
+    ms, _, seq = event_id.partition("-")
+    if not (ms.isascii() and ms.isdigit() and seq.isascii() and seq.isdigit()):
+        return None
+    return int(ms), int(seq)
 
 
-def get_layer() -> Any:
-    """The channel layer used for fan-out."""
-    global _local_layer
-    from django.conf import settings
-
-    if getattr(settings, "CHANNEL_LAYERS", None):
-        from channels.layers import get_channel_layer
-
-        return get_channel_layer(mcp_settings.channel_layer)
-    with _local_lock:
-        if _local_layer is None:
-            from channels.layers import InMemoryChannelLayer
-
-            _local_layer = InMemoryChannelLayer(expiry=60, capacity=IN_MEMORY_CAPACITY)
-        return _local_layer
+def after(a: str, b: str) -> bool:
+    """Whether id ``a`` comes after id ``b``."""
+    return (parse_id(a) or (0, 0)) > (parse_id(b) or (0, 0))
 
 
-SEQUENCES_KEPT = 65536
-"""Groups whose sequence a publisher remembers; the least recently published one starts a new sequence."""
+class Log:
+    """An ordered log of events; ids are given by the log. Subclasses are thread-safe."""
 
-_sequences: OrderedDict[str, tuple[float, int]] = OrderedDict()  # group -> (since, last seq)
-_sequence_lock = threading.Lock()
-_origin: tuple[int, str] = (0, "")
+    def append(self, fields: dict[str, str]) -> str:
+        """Add an entry; its id."""
+        raise NotImplementedError
 
+    def read(self, position: str, timeout: float) -> list[Event]:
+        """The entries after ``position``, waiting up to ``timeout`` seconds for one."""
+        raise NotImplementedError
 
-def origin() -> str:
-    """This publisher: a fresh name in every process (a fork gets its own)."""
-    global _origin
-    pid = os.getpid()
-    if _origin[0] != pid:
-        with _sequence_lock:
-            if _origin[0] != pid:
-                _sequences.clear()
-                _origin = (pid, f"{pid}.{secrets.token_hex(6)}")
-    return _origin[1]
+    def replay(self, position: str, limit: int) -> tuple[list[Event], bool]:
+        """Up to ``limit`` entries after ``position``, and whether none after it was trimmed (``False``: the
+        retention window has passed ``position``, what followed it is gone)."""
+        raise NotImplementedError
 
+    def last_id(self) -> str:
+        """The id of the newest entry ever added (``0-0`` for none)."""
+        raise NotImplementedError
 
-def numbered(group: str, message: dict[str, Any]) -> dict[str, Any]:
-    """``message`` with this publisher's next number for ``group`` (see the module's docstring)."""
-    name = origin()
-    with _sequence_lock:
-        since, seq = _sequences.pop(group, (time.time(), 0))
-        _sequences[group] = (since, seq + 1)
-        while len(_sequences) > SEQUENCES_KEPT:
-            _sequences.popitem(last=False)
-    _fences.owe(group, (name, since, seq + 1, time.time()))
-    return {**message, "group": group, "origin": name, "since": since, "seq": seq + 1}
+    def trim(self, newest: str) -> None:
+        """Drop the entries older than the retention window, counted back from the id ``newest``."""
 
 
-PublicationNumber = tuple[str, float, int, float]
-"""A publication's number as a fence carries it: origin, since, seq, and when it was numbered."""
-
-
-@dataclass
-class _Owed:
-    """The fence a group is owed: its heap entry, when it falls due, the number it carries, whether it repeats one."""
-
-    entry: int
-    due: float
-    number: PublicationNumber
-    repeat: bool
-
-
-class _Fences:
-    """The fences this process owes, sent by one daemon thread once each group has been silent long enough.
-
-    ``owed`` holds one fence per group (least recently published first, at most :data:`SEQUENCES_KEPT`), and the
-    heap ``(when due, entry, group)`` at most one entry for it, plus one for a repeat it replaced (skipped when it
-    falls due). A publication that finds its group's first fence not yet sent only moves that fence later: its heap
-    entry is pushed back when it falls due. So publishing costs no heap entry for a group already owed one.
-
-    A fence pushed out of ``owed`` by the cap goes to ``early`` and is sent at once, without a repeat: sent before
-    its publications have arrived, it only opens holes that they fill within the grace period. Should ``early``
-    itself pass the cap (the sending thread far behind), the oldest are dropped and counted in ``forgotten``, which
-    the sending thread logs.
-    """
+class MemoryLog(Log):
+    """The log of one process: what it publishes reaches only its own streams."""
 
     def __init__(self) -> None:
-        self.heap: list[tuple[float, int, str]] = []
-        self.owed: dict[str, _Owed] = {}
-        self.early: dict[str, PublicationNumber] = {}
-        self.forgotten = 0
-        self.ids = itertools.count()
+        self.ids: deque[tuple[int, int]] = deque()
+        self.events: deque[Event] = deque()
+        self.last = (0, 0)
+        self.deleted = (0, 0)
         self.condition = threading.Condition()
-        self.pid = 0
 
-    def owe(self, group: str, number: PublicationNumber) -> None:
-        """Owe a fence for ``group`` after its publication ``number``; this replaces the fences owed for an earlier
-        publication (its repeat included)."""
+    def append(self, fields: dict[str, str]) -> str:
         with self.condition:
-            due = time.monotonic() + FENCE_DELAY_SECONDS
-            owed = self.owed.pop(group, None)
-            if owed is not None and not owed.repeat:
-                owed.due, owed.number = due, number
-                self.owed[group] = owed
-            else:
-                self._schedule(group, due, number, repeat=False)
-            while len(self.owed) > SEQUENCES_KEPT:
-                oldest = next(iter(self.owed))
-                self._send_early(oldest, self.owed.pop(oldest).number)
-            if self.pid != os.getpid():  # the first publication of this process (a fork has no thread of its own)
-                self.pid = os.getpid()
-                threading.Thread(target=self.run, name="mcp-resources-fences", daemon=True).start()
-            self.condition.notify()
+            ms = max(int(time.time() * 1000), self.last[0])
+            self.last = (ms, self.last[1] + 1 if ms == self.last[0] else 0)
+            event_id = f"{self.last[0]}-{self.last[1]}"
+            self.ids.append(self.last)
+            self.events.append(Event.of(event_id, fields))
+            self._trim(ms - int(mcp_settings.delivery_retention_seconds * 1000))
+            self.condition.notify_all()
+            return event_id
 
-    def _send_early(self, group: str, number: PublicationNumber) -> None:
-        self.early.pop(group, None)
-        self.early[group] = number
-        while len(self.early) > SEQUENCES_KEPT:
-            del self.early[next(iter(self.early))]
-            self.forgotten += 1
+    def _trim(self, oldest_ms: int) -> None:
+        while self.ids and (self.ids[0][0] < oldest_ms or len(self.ids) > MAX_EVENTS):
+            self.deleted = self.ids.popleft()
+            self.events.popleft()
 
-    def _schedule(self, group: str, due: float, number: PublicationNumber, *, repeat: bool) -> None:
-        entry = next(self.ids)
-        self.owed[group] = _Owed(entry, due, number, repeat)  # both callers removed the group's fence first
-        heapq.heappush(self.heap, (due, entry, group))
+    def _after(self, position: str) -> int:
+        return bisect.bisect_right(self.ids, parse_id(position) or (0, 0))
 
-    def take(self, block: bool = True) -> list[tuple[str, PublicationNumber]]:
-        """The fences due now, waiting until there is one (``block``), or every fence still owed, repeats included
-        (not ``block``). A first fence taken is owed again as its repeat, :data:`FENCE_REPEAT_SECONDS` later; the
-        fences pushed out by the cap come first."""
+    def read(self, position: str, timeout: float) -> list[Event]:
         with self.condition:
-            while True:
-                while block and not self.early:
-                    if not self.heap:
-                        self.condition.wait()
-                        continue
-                    wait = self.heap[0][0] - time.monotonic()
-                    if wait <= 0:
-                        break
-                    self.condition.wait(wait)
-                taken = list(self.early.items())
-                self.early.clear()
-                taken += self._pop_due(block)
-                if taken or not block:
-                    return taken
+            if self._after(position) >= len(self.ids):
+                self.condition.wait(timeout)
+            return list(itertools.islice(self.events, self._after(position), None))
 
-    def _pop_due(self, block: bool) -> list[tuple[str, PublicationNumber]]:
-        """The fences due now (every one owed when not ``block``), in the order they fall due."""
-        now = time.monotonic()
-        taken: list[tuple[float, str, PublicationNumber]] = []
-        repeats: list[tuple[str, PublicationNumber]] = []
-        while self.heap and (not block or self.heap[0][0] <= now):
-            _, entry, group = heapq.heappop(self.heap)
-            owed = self.owed.get(group)
-            if owed is None or owed.entry != entry:
-                continue  # a repeat replaced by a later publication's fence, or a fence sent early
-            if block and owed.due > now:
-                heapq.heappush(self.heap, (owed.due, entry, group))  # moved later by a later publication
-                continue
-            del self.owed[group]
-            taken.append((owed.due, group, owed.number))
-            if block and not owed.repeat:
-                repeats.append((group, owed.number))
-        for group, number in repeats:  # after the loop: a repeat never falls due in the take that owes it
-            self._schedule(group, now + FENCE_REPEAT_SECONDS, number, repeat=True)
-        taken.sort(key=lambda fence: fence[0])
-        return [(group, number) for _, group, number in taken]
-
-    def run(self) -> None:
-        loop = asyncio.new_event_loop()  # the thread's own, kept: the layer's connections on it are reused
-        while True:
-            self.send(self.take(), loop.run_until_complete)
-            self.report_forgotten()
-
-    def flush(self) -> None:
-        """Send every fence still owed now (at exit: a short-lived publisher would otherwise owe them forever)."""
-        if self.pid == os.getpid():
-            self.send(self.take(block=False), asyncio.run)
-            self.report_forgotten()
-
-    def report_forgotten(self) -> None:
-        """Log the fences dropped since the last report (see the class's docstring)."""
+    def replay(self, position: str, limit: int) -> tuple[list[Event], bool]:
+        point = parse_id(position) or (0, 0)
         with self.condition:
-            forgotten, self.forgotten = self.forgotten, 0
-        if forgotten:
-            logger.warning(
-                "forgot %d fence(s): over %d groups were owed one at once and the thread sending them fell behind; "
-                "a loss of their last publications would go unnoticed",
-                forgotten,
-                SEQUENCES_KEPT,
+            start = self._after(position)
+            events = [self.events[i] for i in range(start, min(start + limit, len(self.events)))]
+            return events, point >= self.deleted and point <= self.last
+
+    def last_id(self) -> str:
+        return f"{self.last[0]}-{self.last[1]}"
+
+    def trim(self, newest: str) -> None:
+        with self.condition:
+            self._trim((parse_id(newest) or (0, 0))[0] - int(mcp_settings.delivery_retention_seconds * 1000))
+
+
+_pools: dict[tuple[int, str], Any] = {}
+_pools_lock = threading.Lock()
+
+
+def connection_pool(url: str) -> Any:
+    """This process's pool of connections to ``url`` (one per process and URL, created on first use)."""
+    import redis
+
+    key = (os.getpid(), url)
+    with _pools_lock:
+        pool = _pools.get(key)
+        if pool is None:
+            pool = _pools[key] = redis.BlockingConnectionPool.from_url(
+                url, max_connections=POOL_CONNECTIONS, timeout=10, decode_responses=True, socket_timeout=30
             )
-
-    @staticmethod
-    def send(fences: list[tuple[str, PublicationNumber]], run: Callable[[Any], Any]) -> None:
-        for group, (name, since, seq, at) in fences:
-            message = {"type": FENCE, "group": group, "origin": name, "since": since, "seq": seq, "at": at}
-            _send(group, message, run)
+        return pool
 
 
-_fences = _Fences()
-atexit.register(_fences.flush)
+class RedisLog(Log):
+    """The log as one Redis stream, :data:`KEY`, shared by every process that names the same Redis."""
 
+    def __init__(self, url: str) -> None:
+        import redis
 
-_stream_loop: asyncio.AbstractEventLoop | None = None
-_pending: set[asyncio.Task[None]] = set()  # publications scheduled on the stream loop (kept until done)
+        self.url = url
+        self.client = redis.Redis(connection_pool=connection_pool(url))
 
+    def append(self, fields: dict[str, str]) -> str:
+        return str(self.client.xadd(KEY, fields, maxlen=MAX_EVENTS, approximate=True))  # type: ignore[arg-type]
 
-def bind_stream_loop(loop: asyncio.AbstractEventLoop) -> None:
-    """Remember the event loop that serves this process's streams (publishing from threads goes through it)."""
-    global _stream_loop
-    _stream_loop = loop
+    def read(self, position: str, timeout: float) -> list[Event]:
+        answer: Any = self.client.xread({KEY: position}, count=1000, block=max(1, int(timeout * 1000)))
+        return [Event.of(event_id, fields) for _key, entries in answer or () for event_id, fields in entries]
 
+    def replay(self, position: str, limit: int) -> tuple[list[Event], bool]:
+        import redis
 
-def publish(group: str, message: dict[str, Any]) -> None:
-    """Send ``message`` to ``group`` from any thread, numbered; failures are logged, never raised."""
-    try:
-        if _in_process(get_layer()) and not _serving():
-            return  # an in-memory layer reaches this process's streams only, and none is being served
-    except Exception:
-        logger.exception("could not publish %s", message.get("type"))
-        return
-    _send(group, numbered(group, message))
-
-
-def _serving() -> bool:
-    return _stream_loop is not None and _stream_loop.is_running()
-
-
-def _send(group: str, message: dict[str, Any], run: Callable[[Any], Any] | None = None) -> None:
-    """Send a numbered message (or a fence) to ``group`` from any thread; failures are logged, never raised.
-
-    Outside the streams' loop the layer's send runs through ``async_to_sync`` (on the loop of a ``sync_to_async``
-    caller, with its connections), or through ``run`` when given (the fences' own loop, ``asyncio.run`` at exit).
-    """
-    try:
-        layer = get_layer()
-        loop = _stream_loop
-        if loop is not None and loop.is_running():
+        with self.client.pipeline(transaction=True) as pipe:
+            pipe.xrange(KEY, "(" + position, "+", count=limit)
+            pipe.xrange(KEY, position, position)
+            pipe.xinfo_stream(KEY)
             try:
-                running = asyncio.get_running_loop()
-            except RuntimeError:
-                running = None
-            if running is loop:
-                task = loop.create_task(apublish(group, message))
-                _pending.add(task)
-                task.add_done_callback(_pending.discard)
-            else:
-                asyncio.run_coroutine_threadsafe(layer.group_send(group, message), loop).result(SEND_TIMEOUT_SECONDS)
-            return
-        if _in_process(layer):
-            return  # the streams' loop has stopped: nobody to tell (its queues belong to that loop)
-        if run is None:
-            async_to_sync(layer.group_send)(group, message)
-        else:
-            run(_bounded(layer.group_send(group, message)))
-    except Exception:
-        logger.exception("could not publish %s", message.get("type"))
+                entries, kept, info = pipe.execute()
+            except redis.ResponseError:  # no stream yet: nothing was ever published, or Redis lost it
+                return [], position == ZERO
+        events = [Event.of(event_id, fields) for event_id, fields in entries]
+        last, first = str(info.get("last-generated-id", ZERO)), (info.get("first-entry") or (None,))[0]
+        # Trimming removes the oldest entries first (Redis 7.0 records no trimmed id): nothing after ``position``
+        # is gone when nothing was ever trimmed, when ``position`` is still there, or when it is not older than the
+        # first entry kept. An id after the last one given is not this log's (another Redis, a flushed one).
+        complete = (
+            info.get("entries-added") == info.get("length")
+            or bool(kept)
+            or position == last
+            or (first is not None and not after(str(first), position))
+        )
+        return events, complete and not after(position, last)
+
+    def last_id(self) -> str:
+        import redis
+
+        try:
+            return str(self.client.xinfo_stream(KEY).get("last-generated-id", ZERO))
+        except redis.ResponseError:
+            return ZERO
+
+    def trim(self, newest: str) -> None:
+        oldest = (parse_id(newest) or (0, 0))[0] - int(mcp_settings.delivery_retention_seconds * 1000)
+        if oldest > 0:
+            self.client.xtrim(KEY, minid=f"{oldest}-0", approximate=True)
 
 
-def _in_process(layer: Any) -> bool:
-    """Whether ``layer`` keeps its messages in this process (Channels' in-memory layer): bound to the loop that
-    serves the streams, never to be sent to from another one."""
-    from channels.layers import InMemoryChannelLayer
-
-    return isinstance(layer, InMemoryChannelLayer)
+_memory: tuple[int, MemoryLog] | None = None
+_redis: dict[tuple[int, str], RedisLog] = {}
+_logs_lock = threading.Lock()
 
 
-async def _bounded(sending: Any) -> None:
-    async with asyncio.timeout(SEND_TIMEOUT_SECONDS):
-        await sending
+def get_log() -> Log:
+    """The log of :setting:`DELIVERY_URL`: a Redis stream, or this process's :class:`MemoryLog`."""
+    global _memory
+    url = mcp_settings.delivery_url
+    pid = os.getpid()
+    with _logs_lock:
+        if url:
+            log = _redis.get((pid, url))
+            if log is None:
+                log = _redis[(pid, url)] = RedisLog(url)
+            return log
+        if _memory is None or _memory[0] != pid:
+            _memory = (pid, MemoryLog())
+        return _memory[1]
 
 
-async def apublish(group: str, message: dict[str, Any]) -> None:
-    """:func:`publish` from the event loop (``message`` is numbered unless it already is)."""
+def publish(fields: dict[str, str]) -> str | None:
+    """Append an event from any thread; its id, or ``None`` when it failed (logged, never raised)."""
     try:
-        if "seq" not in message:
-            message = numbered(group, message)
-        await get_layer().group_send(group, message)
+        return get_log().append(fields)
     except Exception:
-        logger.exception("could not publish %s", message.get("type"))
+        logger.exception("could not publish %s", fields.get("k"))
+        return None
+
+
+def session_key(session_id: str) -> str:
+    """A 2025-11-25 session as its log entries name it (a digest: ids are never written anywhere)."""
+    return hashlib.sha256(session_id.encode()).hexdigest()[:40]
+
+
+def publish_session(key: str, op: str, arg: str = "") -> None:
+    """Tell the GET stream of the session ``key`` (:func:`session_key`), in whichever process serves it:
+    ``subscribe``/``unsubscribe`` ``arg`` (a URI), ``end``, or ``takeover`` by the stream ``arg``."""
+    publish({"k": SESSION, "t": key, "o": op, "a": arg})
+
+
+def publish_token_changed(checksum: str) -> None:
+    """Tell the streams opened with the token of SHA-256 ``checksum`` to check it again (revoked, changed)."""
+    publish({"k": TOKEN, "t": checksum})
 
 
 def notify_resource_updated(uri: str) -> None:
     """Tell subscribers of ``uri`` that it changed (each delivery re-checks the subscriber's access)."""
-    publish(uri_group(uri), {"type": UPDATED, "uri": uri})
+    publish({"k": UPDATED, "t": uri})
 
 
 def notify_resource_list_changed() -> None:
@@ -359,4 +274,4 @@ def notify_resource_list_changed() -> None:
     Never call this for records inside a caller's inventory: list changes go to every listener, so they would
     leak one user's activity to others.
     """
-    publish(LIST_CHANGED_GROUP, {"type": LIST_CHANGED})
+    publish({"k": LIST_CHANGED})

@@ -15,12 +15,12 @@ Route the endpoint's path to :class:`MCPEndpoint` with Channels' routers, in fro
         "lifespan": mcp_endpoint,
     })
 
-- ``subscriptions/listen`` (a POST with ``Mcp-Method: subscriptions/listen``) and a 2025-11-25 session's GET stream
-  are served here, on the event loop, with no thread per stream: the opening request goes through Django's handler
-  and the middleware like any request (one thread hop), and the URLconf's
-  :class:`~mcp_resources.transport.views.MCPView` prepares the stream with its server, session store and hooks; then
-  the stream waits on the channel layer (:mod:`mcp_resources.transport.streams`).
-- Every other request (POST, DELETE) goes through Django's request handler and the project's whole middleware
+- Streams (``subscriptions/listen`` and a 2025-11-25 session's GET) are answered by the view like any request, with
+  an :class:`~mcp_resources.transport.streams.EventStreamResponse` that the middleware sees and decorates; the
+  endpoint then serves that response's async iterator here, on the event loop, with no thread per stream (Django's
+  own ASGI handler would hold one for each). Its writes are bounded by ``STREAM_SEND_TIMEOUT_SECONDS`` and the
+  client's disconnect ends it.
+- Every request goes through Django's request handler and the project's whole middleware
   stack, as any request. By default the handler is Django's WSGI handler (``get_wsgi_application()``), run in one
   worker thread: the middleware runs synchronously, as under gunicorn, in one thread hop for the whole request,
   where Django's ASGI handler hops threads twice for every synchronous middleware (``MiddlewareMixin``) and once
@@ -61,17 +61,10 @@ from mcp_resources import cancellation
 from mcp_resources.conf import mcp_settings
 from mcp_resources.exceptions import InvalidRequest
 from mcp_resources.server import MCPServer
+from mcp_resources.transport.fanout import counts
 from mcp_resources.transport.sessions import SessionStore
-from mcp_resources.transport.streams import Stream, StreamPlan, end_all_streams
-from mcp_resources.transport.views import (
-    STREAM_PLAN_HEADER,
-    STREAM_SLOT_KEY,
-    STREAMS_SCOPE_KEY,
-    MCPView,
-    StreamSlot,
-    error_response,
-    too_large_response,
-)
+from mcp_resources.transport.streams import EventStreamResponse, end_all_streams
+from mcp_resources.transport.views import STREAMS_SCOPE_KEY, MCPView, error_response, too_large_response
 
 logger = logging.getLogger("mcp_resources.transport")
 
@@ -129,7 +122,6 @@ class MCPEndpoint:
         self.django_app = django_app
         self.middleware = middleware
         self.view = MCPView.as_view(**given)
-        self.streams = MCPView(**given)
         self.django_handler: WSGIApp | None = None
         if middleware and django_app is None:
             from django.core.wsgi import get_wsgi_application
@@ -147,7 +139,6 @@ class MCPEndpoint:
             return
         if scope["type"] != "http":
             raise ValueError(f"MCPEndpoint serves HTTP, not {scope['type']!r}")
-        headers = dict(scope.get("headers") or [])
         try:
             async with asyncio.timeout(self.body_timeout_seconds):
                 body = await self._read_body(receive, mcp_settings.max_request_bytes)
@@ -161,12 +152,6 @@ class MCPEndpoint:
         if body is None:
             await self._send(too_large_response(), send)
             return
-        if scope["method"] == "GET" and b"mcp-session-id" in headers:
-            await self._stream(scope, receive, send, body, "session")
-            return
-        if scope["method"] == "POST" and headers.get(b"mcp-method") == b"subscriptions/listen":
-            await self._stream(scope, receive, send, body, "listen")
-            return
         token = cancellation.CancellationToken()
         scope = {**scope, cancellation.SCOPE_KEY: token, STREAMS_SCOPE_KEY: True}
         if self.middleware and self.django_app is not None:
@@ -176,44 +161,31 @@ class MCPEndpoint:
 
     # Streams ---------------------------------------------------------------------------------------------
 
-    async def _stream(self, scope: Scope, receive: Receive, send: Send, body: bytes, kind: str) -> None:
-        """Prepare a stream through Django's handler and the middleware (one thread hop), then serve it here.
-
-        The middleware sees the opening request and the stream's response (its headers reach the client: security
-        headers, CORS, cookies); the stream itself runs on the event loop afterwards, with no thread.
-        """
-        slot = StreamSlot(kind)
-        scope = {**scope, STREAMS_SCOPE_KEY: True, STREAM_SLOT_KEY: slot}
-        if not self.middleware:
-            prepare = self.streams.prepare_listen if kind == "listen" else self.streams.prepare_session_stream
-            request = ASGIRequest(scope, io.BytesIO(body))
-            outcome = await sync_to_async(_as_request, thread_sensitive=False)(prepare, request)
-            if isinstance(outcome, StreamPlan):
-                await Stream(outcome, receive, send).serve()
-            else:
-                await self._send(outcome, send)
-            return
-        answer: Answer | None
-        if self.django_handler is not None:
-            handler = self.django_handler
-            answer = await sync_to_async(_through_wsgi, thread_sensitive=False)(handler, wsgi_environ(scope, body))
-        else:
-            assert self.django_app is not None
-            answer = await _through_asgi(self.django_app, scope, _replay(body, receive, None))
-            if answer is None:
-                logger.debug("the client disconnected while its stream was prepared: nothing to serve")
-                return
-        plan = slot.plan
-        marker = STREAM_PLAN_HEADER.lower()
-        if plan is None or answer.status != 200 or (marker, slot.nonce) not in _lowered(answer.headers):
-            await self._send(answer, send)  # a refusal, of the view or of a middleware
-            return
-        plan.extra_headers += [
-            (name.lower().encode("latin-1"), value.encode("latin-1"))
-            for name, value in answer.headers
-            if name.lower() not in _STREAM_OWN_HEADERS and name.lower() != marker
-        ]
-        await Stream(plan, receive, send).serve()
+    @staticmethod
+    async def _stream(streamed: Streamed, receive: Receive, send: Send) -> None:
+        """Serve a stream's response on this loop: its headers as the middleware left them, then its iterator's
+        chunks until it ends, the client disconnects or stops reading (a write waits past
+        ``STREAM_SEND_TIMEOUT_SECONDS``)."""
+        response = streamed.response
+        stream = response.stream
+        watcher = asyncio.ensure_future(_watch_disconnect(receive, None, stream.disconnected))
+        headers = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in streamed.headers]
+        try:
+            await stream.open()  # joined before the client hears of the stream: nothing published after is missed
+            await send({"type": "http.response.start", "status": streamed.status, "headers": headers})
+            async for chunk in response.streaming_content:  # type: ignore[union-attr]
+                async with asyncio.timeout(mcp_settings.stream_send_timeout_seconds):
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except TimeoutError:
+            counts["ended_send_timeout"] += 1
+            logger.warning("stream %s ended: a write waited past STREAM_SEND_TIMEOUT_SECONDS", stream.id)
+        except OSError:
+            logger.debug("stream %s: the client has gone", stream.id)
+        finally:
+            watcher.cancel()
+            stream.disconnected()
+            await sync_to_async(response.close, thread_sensitive=False)()
 
     @staticmethod
     async def _lifespan(receive: Receive, send: Send) -> None:
@@ -242,6 +214,14 @@ class MCPEndpoint:
         finally:
             watcher.cancel()
             await asyncio.wait({watcher})
+        if isinstance(response, EventStreamResponse):
+            response = Streamed(response, response.status_code, list(response.items()))
+        if isinstance(response, Streamed):
+            if token.cancelled:
+                await sync_to_async(response.response.close, thread_sensitive=False)()
+                return
+            await self._stream(response, receive, send)
+            return
         if token.cancelled:
             logger.debug("the client disconnected before the response: nothing sent")
             return
@@ -251,7 +231,9 @@ class MCPEndpoint:
             # A server refuses sends after the client has gone with an OSError (the ASGI spec): nobody to tell.
             logger.debug("the client disconnected while the response was sent")
 
-    def _handle(self, scope: Scope, body: bytes, token: cancellation.CancellationToken) -> HttpResponseBase | Answer:
+    def _handle(
+        self, scope: Scope, body: bytes, token: cancellation.CancellationToken
+    ) -> HttpResponseBase | Answer | Streamed:
         if token.cancelled:
             # The client left while the request waited for a free thread: no work, and nothing will be sent.
             return HttpResponse(status=204)
@@ -350,8 +332,18 @@ class Answer:
         return cls(response.status_code, list(response.items()), body)
 
 
-def _through_wsgi(handler: WSGIApp, environ: dict[str, Any]) -> Answer:
-    """Run ``environ`` through a WSGI application (Django's handler) and collect its whole response."""
+@dataclass(frozen=True)
+class Streamed:
+    """A stream's response from Django's handler: the response, its status and headers (the middleware's too)."""
+
+    response: EventStreamResponse
+    status: int
+    headers: list[tuple[str, str]]
+
+
+def _through_wsgi(handler: WSGIApp, environ: dict[str, Any]) -> Answer | Streamed:
+    """Run ``environ`` through a WSGI application (Django's handler) and collect its whole response; a stream's
+    response is returned as it is, to be served on the loop."""
     started: list[tuple[str, list[tuple[str, str]]]] = []
 
     def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
@@ -359,6 +351,9 @@ def _through_wsgi(handler: WSGIApp, environ: dict[str, Any]) -> Answer:
         return _no_write
 
     result = handler(environ, start_response)
+    if isinstance(result, EventStreamResponse):
+        status, headers = started[0]
+        return Streamed(result, int(status.split(" ", 1)[0]), [(name, value.strip()) for name, value in headers])
     try:
         content = b"".join(result)
     finally:
@@ -383,36 +378,6 @@ def _as_request(handler: Callable[[HttpRequest], Any], request: HttpRequest) -> 
         signals.request_finished.send(sender=MCPEndpoint)
 
 
-_STREAM_OWN_HEADERS = frozenset(
-    {"content-type", "content-length", "content-encoding", "transfer-encoding", "etag", "last-modified", "vary"}
-)
-"""Headers of the placeholder response that do not describe the stream (the stream sets its own)."""
-
-
-def _lowered(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    return [(name.lower(), value) for name, value in headers]
-
-
-async def _through_asgi(app: ASGIApp, scope: Scope, receive: Receive) -> Answer | None:
-    """Run a request whose response is not a stream through an ASGI application; collect that response (``None``
-    if the application sent nothing, as when the client disconnected)."""
-    start: Message | None = None
-    chunks: list[bytes] = []
-
-    async def collect(message: Message) -> None:
-        nonlocal start
-        if message["type"] == "http.response.start":
-            start = message
-        elif message["type"] == "http.response.body":
-            chunks.append(message.get("body", b""))
-
-    await app(scope, receive, collect)
-    if start is None:
-        return None
-    headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in start.get("headers", [])]
-    return Answer(start["status"], headers, b"".join(chunks))
-
-
 def _replay(body: bytes, receive: Receive, token: cancellation.CancellationToken | None) -> Receive:
     """A ``receive`` for Django's handler: the body already read, then the client's messages; a disconnect cancels
     ``token`` before Django hears of it."""
@@ -431,8 +396,13 @@ def _replay(body: bytes, receive: Receive, token: cancellation.CancellationToken
     return replayed
 
 
-async def _watch_disconnect(receive: Receive, token: cancellation.CancellationToken) -> None:
+async def _watch_disconnect(
+    receive: Receive, token: cancellation.CancellationToken | None, then: Callable[[], None] | None = None
+) -> None:
     """Wait for ``http.disconnect`` (the body has been read: nothing else comes), then cancel ``token``."""
     while (await receive())["type"] != "http.disconnect":
         pass
-    cancellation.cancel(token)
+    if token is not None:
+        cancellation.cancel(token)
+    if then is not None:
+        then()

@@ -57,7 +57,8 @@ from django.core.cache.backends.locmem import LocMemCache
 
 from mcp_resources.conf import mcp_settings
 from mcp_resources.principal import Principal
-from mcp_resources.subscriptions.broker import SESSION_CONTROL, publish, session_group
+from mcp_resources.subscriptions.broker import publish_session
+from mcp_resources.subscriptions.broker import session_key as session_group
 
 _SESSION_ID = re.compile(r"^[\x21-\x7e]{1,256}$")
 _ANONYMOUS_ID = re.compile(r"^[A-Za-z0-9_-]{43}\.(0|[1-9][0-9]{0,8})$")
@@ -332,7 +333,7 @@ class SessionStore:
             cache.delete(slot_key)
         # A GET stream opened anonymously keeps its anonymous access for life: it ends now, and the client opens it
         # again with its token (the SDKs reconnect it), so that no stream opened without it ever gets the caller's.
-        publish(session_group(session_id), {"type": SESSION_CONTROL, "op": "end"})
+        publish_session(session_group(session_id), "end")
         return session
 
     def end(self, session: Session) -> None:
@@ -384,7 +385,7 @@ def _is_record(stored: Any) -> bool:
 def _end_stored(digest: str, group: str) -> None:
     """Delete a session's record and subscriptions (by digest) and end its GET stream, in whichever process."""
     _cache().delete_many([_PREFIX + digest, _PREFIX + digest + ":subscriptions"])
-    publish(group, {"type": SESSION_CONTROL, "op": "end"})
+    publish_session(group, "end")
 
 
 default_store = SessionStore()
@@ -434,7 +435,7 @@ def add_subscription(session_id: str, uri: str, limit: int) -> bool:
                 return False
             current.append(uri)
             _cache().set(_subscriptions_key(session_id), current, mcp_settings.session_timeout_seconds)
-    publish(session_group(session_id), {"type": SESSION_CONTROL, "op": "subscribe", "uri": uri})
+    publish_session(session_group(session_id), "subscribe", uri)
     return True
 
 
@@ -442,4 +443,4 @@ def remove_subscription(session_id: str, uri: str) -> None:
     with _locked(_subscriptions_key(session_id)):
         current = [u for u in subscriptions_of(session_id) if u != uri]
         _cache().set(_subscriptions_key(session_id), current, mcp_settings.session_timeout_seconds)
-    publish(session_group(session_id), {"type": SESSION_CONTROL, "op": "unsubscribe", "uri": uri})
+    publish_session(session_group(session_id), "unsubscribe", uri)

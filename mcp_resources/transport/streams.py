@@ -1,15 +1,16 @@
-"""Long-lived SSE streams on the event loop: ``subscriptions/listen`` (2026-07-28) and a session's GET (2025-11-25).
+"""Long-lived SSE streams: ``subscriptions/listen`` (2026-07-28) and a session's GET (2025-11-25), as responses.
 
-A stream holds no thread: it waits on its queue, on the client's disconnect and on a keep-alive timer. The
-process's :class:`~mcp_resources.transport.fanout.Fanout` receives the channel layer's messages, re-checks access
-in batches and queues each notification on the streams that may have it.
-Limits: ``STREAMS_PER_CALLER`` per process, ``URIS_PER_LISTEN`` per stream, ``STREAM_QUEUE_SIZE`` messages queued
-per stream (past it the stream ends with a final message); a client that stops reading is ended once a write
-waits longer than ``STREAM_SEND_TIMEOUT_SECONDS``, so memory stays flat.
+The view answers a stream with an :class:`EventStreamResponse`, a ``StreamingHttpResponse`` over the async iterator
+:meth:`Stream.events`, so the middleware sees it and sets its headers like on any response.
+:class:`~mcp_resources.transport.asgi.MCPEndpoint` serves it on the event loop with no thread; Django's own ASGI
+handler serves it too, with one thread per open stream (docs/subscriptions.md).
 
-A stream ends with the final result (2026-07-28) when the layer fails, when a message meant for it was lost, when
-its queue overflows or its credentials are no longer accepted: its client listens again and re-reads (a listen
-while the layer is down is answered with a JSON-RPC internal error).
+Every notification carries the log's id of its event (the SSE ``id``; on a listen stream also
+``_meta["io.github.django-mcp-resources/eventId"]``). A stream that starts after an id (``Last-Event-ID``, or a
+listen's resume id) first replays, from the log, what followed it, access re-checked; a stream whose queue of
+``Stream.queue_size`` events fills up (a slow client) catches up the same way instead of ending. Past the
+retention window a listen ends with its final result marked ``truncated``; a session's GET stream instead tells its
+client to list and read again (``list_changed`` and ``updated`` for each of its URIs) and goes on.
 """
 
 from __future__ import annotations
@@ -17,44 +18,54 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import threading
 import time
+import weakref
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.core import signals
+from django.http import StreamingHttpResponse
 
 from mcp_resources.conf import mcp_settings
-from mcp_resources.exceptions import InternalError, InvalidRequest, MCPError, StreamClosed
 from mcp_resources.protocol import jsonrpc
 from mcp_resources.protocol.versions import SUBSCRIPTION_ID_META
 from mcp_resources.subscriptions import broker
-from mcp_resources.transport import fanout as fanout_module
-from mcp_resources.transport.fanout import Fanout, counts, get_fanout
+from mcp_resources.subscriptions.broker import Event
+from mcp_resources.transport.fanout import FAILED, Hub, counts, decide, get_hub
 
 logger = logging.getLogger("mcp_resources.subscriptions")
 
-SSE_HEADERS = [
-    (b"content-type", b"text/event-stream"),
-    (b"cache-control", b"no-cache, no-transform"),
-    (b"x-accel-buffering", b"no"),
-]
+EVENT_ID_META = "io.github.django-mcp-resources/eventId"
+"""On a listen stream's notifications (and its acknowledgement): the log's id; in a listen request's ``_meta``: the
+last id the client received, to resume after it."""
+TRUNCATED_META = "io.github.django-mcp-resources/truncated"
+"""On a listen's final result: the stream fell behind the retention window; list and read again, then listen."""
+REPLAY_BATCH = 500
 
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+ENDINGS = {
+    "credentials": "its credentials are no longer accepted",
+    "expired": "its token expired",
+    "check_failed": "re-checking its caller's access failed (see the error logged before)",
+    "truncated": "what it missed is older than DELIVERY_RETENTION_SECONDS",
+    "replaced": "a newer GET stream of its session took over",
+    "session_ended": "its session ended",
+    "shutdown": "the server is shutting down",
+    "failed": "it failed (see the error logged before)",
+}
 
+_open_lock = threading.Lock()
 _open_streams: Counter[str] = Counter()
 _session_streams: Counter[str] = Counter()  # open GET streams of each session, in this process
+_streams: weakref.WeakSet[Stream] = weakref.WeakSet()
 
 
 def open_stream_count() -> int:
     """The streams open in this process (the ``mcp_resources.streams.active`` metric, docs/telemetry.md)."""
     return sum(_open_streams.values())
-
-
-_active: set[asyncio.Task[Any]] = set()
-RECEIVE_ATTEMPTS = fanout_module.RECEIVE_ATTEMPTS
 
 
 @dataclass
@@ -70,12 +81,14 @@ class StreamPlan:
     honoured: dict[str, Any] = field(default_factory=dict)
     session_id: str | None = None
     expires_at: float | None = None
-    extra_headers: list[tuple[bytes, bytes]] = field(default_factory=list)
-    # A session's current subscriptions, re-read once the stream has joined its session group: a
-    # ``resources/subscribe`` that ran between building this plan and joining the group is not lost.
     resync: Callable[[], list[str]] | None = None
+    """A session's current subscriptions, re-read once the stream has joined its session."""
     caller: Any = None
     """Streams with the same (hashable) caller share one access decision per change; ``None``: this stream alone."""
+    token_checksum: str | None = None
+    """SHA-256 of the bearer token: its revocation (or any change) reaches the stream through the log."""
+    resume_after: str | None = None
+    """The last event id the client received: the stream first replays what followed it."""
 
     @property
     def stateless(self) -> bool:
@@ -83,65 +96,92 @@ class StreamPlan:
         return self.session_id is None
 
 
-def event(payload: dict[str, Any]) -> bytes:
-    return b"event: message\r\ndata: " + jsonrpc.dumps(payload) + b"\r\n\r\n"
+def sse(payload: dict[str, Any], event_id: str | None = None) -> bytes:
+    head = b"id: " + event_id.encode("ascii") + b"\r\n" if event_id else b""
+    return head + b"event: message\r\ndata: " + jsonrpc.dumps(payload) + b"\r\n\r\n"
 
 
-ENDINGS = {
-    "lost": "a notification for it was lost by the channel layer",
-    "queue_full": "its queue of STREAM_QUEUE_SIZE messages was full (the client reads too slowly)",
-    "credentials": "its credentials are no longer accepted",
-    "check_failed": "re-checking its caller's access failed (see the error logged before)",
-    "layer_failed": "the channel layer failed",
-    "send_timeout": "a write waited longer than STREAM_SEND_TIMEOUT_SECONDS (the client stopped reading)",
-}
+def acquire(plan: StreamPlan) -> bool:
+    """Count a stream of ``plan``'s caller, unless it holds ``STREAMS_PER_CALLER`` already (a session's GET that
+    replaces the session's open one is never refused)."""
+    with _open_lock:
+        replacing = plan.session_id is not None and _session_streams[plan.session_id] > 0
+        if not replacing and _open_streams[plan.owner] >= mcp_settings.streams_per_caller:
+            return False
+        _open_streams[plan.owner] += 1
+        if plan.session_id is not None:
+            _session_streams[plan.session_id] += 1
+        return True
+
+
+def _release(plan: StreamPlan) -> None:
+    with _open_lock:
+        for counter, key in ((_open_streams, plan.owner), (_session_streams, plan.session_id)):
+            if key is not None:
+                counter[key] -= 1
+                if counter[key] <= 0:
+                    del counter[key]
 
 
 class Stream:
-    """One open SSE response: a bounded queue of messages, written in order by the stream's own task."""
+    """One open stream: the events the hub queued for it, written in the log's order by :meth:`events`."""
 
-    def __init__(self, plan: StreamPlan, receive: Receive, send: Send) -> None:
+    queue_size = 256
+    """Events queued at most; past it the stream drops its queue and catches up from the log."""
+
+    def __init__(self, plan: StreamPlan) -> None:
         self.plan = plan
-        self.receive = receive
-        self.send = send
         self.id = secrets.token_hex(8)
-        self.sent = 0
-        self.last_write = time.monotonic()
-        self.queue: deque[bytes | dict[str, Any]] = deque()
+        self.caller = ("stream", self.id) if plan.caller is None else plan.caller
+        self.queue: deque[tuple[Event, asyncio.Future[Any] | None]] = deque()
+        self.updates: Counter[str] = Counter()  # queued updates per URI: only the last of them is written
+        self.cursor = broker.ZERO
+        self.behind = plan.resume_after is not None
         self.ending: str | None = None
+        self.hub: Hub | None = None
+        self.keys: set[tuple[str, str]] = set()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.released = False
+        self.done = asyncio.Event()
         self._waker: asyncio.Future[None] | None = None
-        self.fanout: Fanout | None = None
-        self.groups: set[str] = set()
 
-    # Fed by the fan-out --------------------------------------------------------------------------------------
+    # Fed by the hub ------------------------------------------------------------------------------------------
 
-    def offer(self, data: bytes) -> None:
-        """Queue an event; a full queue ends the stream with a final message instead of dropping it."""
-        self._enqueue(data)
-
-    def control(self, message: dict[str, Any]) -> None:
-        """Queue a session's control message (applied in order with the notifications, under the same bound)."""
-        if self.plan.session_id is None:
+    def push(self, event: Event, decision: asyncio.Future[Any] | None) -> None:
+        if self.ending is not None or self.behind:
             return
-        self._enqueue(message)
+        if event.kind == broker.SESSION:
+            # Applied at once, in the log's order: an update that follows a subscribe must find the stream joined.
+            self._control(event)
+            self._sync_keys()
+        if len(self.queue) >= self.queue_size:
+            self.fall_behind()
+            return
+        self.queue.append((event, decision))
+        if event.kind == broker.UPDATED:
+            self.updates[event.target] += 1
+        self._wake()
 
-    def _enqueue(self, item: bytes | dict[str, Any]) -> None:
-        if self.ending is not None:
-            return
-        if len(self.queue) >= mcp_settings.stream_queue_size:
-            self.end("queue_full")
-            return
-        self.queue.append(item)
+    def fall_behind(self) -> None:
+        """Drop the queue: the stream catches up from the log after its cursor."""
+        self.behind = True
+        self.queue.clear()
+        self.updates.clear()
         self._wake()
 
     def end(self, reason: str) -> None:
-        """End the stream soon with its final message, for ``reason`` (a key of :data:`ENDINGS`); counted."""
+        """End the stream soon, with its final message, for ``reason`` (a key of :data:`ENDINGS`); counted."""
         if self.ending is not None:
             return
         self.ending = reason
-        self.queue.clear()
         counts[f"ended_{reason}"] += 1
-        logger.warning("stream %s of %s ended: %s", self.id, self.plan.owner[:80], ENDINGS.get(reason, reason))
+        log = logger.info if reason in ("replaced", "session_ended", "shutdown", "expired") else logger.warning
+        log("stream %s of %s ended: %s", self.id, self.plan.owner[:80], ENDINGS.get(reason, reason))
+        self._wake()
+
+    def disconnected(self) -> None:
+        """The client went away: end without a word (nothing can reach it)."""
+        self.ending = self.ending or "client"
         self._wake()
 
     def _wake(self) -> None:
@@ -149,230 +189,300 @@ class Stream:
         if waker is not None and not waker.done():
             waker.set_result(None)
 
+    # Membership ----------------------------------------------------------------------------------------------
+
+    def _wanted(self) -> set[tuple[str, str]]:
+        plan = self.plan
+        keys = {("u", uri) for uri in plan.uris}
+        if plan.list_changed:
+            keys.add(("l", ""))
+        if plan.session_id is not None:
+            keys.add(("s", broker.session_key(plan.session_id)))
+        if plan.token_checksum:
+            keys.add(("t", plan.token_checksum))
+        return keys
+
+    def _sync_keys(self) -> None:
+        assert self.hub is not None
+        wanted = self._wanted()
+        for key in self.keys - wanted:
+            self.hub.leave(self, key)
+        for key in wanted - self.keys:
+            self.hub.join(self, key)
+        self.keys = wanted
+
+    def release(self) -> None:
+        """Leave the hub and the caller's count (once; from any thread)."""
+        if self.released:
+            return
+        self.released = True
+        _release(self.plan)
+        loop, hub = self.loop, self.hub
+        if hub is not None and loop is not None:
+
+            def leave() -> None:
+                for key in self.keys:
+                    hub.leave(self, key)
+                self.done.set()
+
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is loop:
+                leave()
+            elif not loop.is_closed():
+                loop.call_soon_threadsafe(leave)
+
     # Writing -------------------------------------------------------------------------------------------------
 
-    async def write(self, data: bytes) -> None:
-        self.last_write = time.monotonic()
-        try:
-            async with asyncio.timeout(mcp_settings.stream_send_timeout_seconds):  # no task per write (wait_for's)
-                await self.send({"type": "http.response.body", "body": data, "more_body": True})
-        except TimeoutError as exc:
-            counts["ended_send_timeout"] += 1
-            logger.warning("stream %s of %s ended: %s", self.id, self.plan.owner[:80], ENDINGS["send_timeout"])
-            raise StreamClosed() from exc
-        except OSError as exc:
-            raise StreamClosed() from exc
-
-    def notification(self, method: str, params: dict[str, Any] | None = None) -> bytes:
+    def notification(self, method: str, params: dict[str, Any] | None, event_id: str | None) -> bytes:
         params = dict(params or {})
         if self.plan.stateless:
-            params["_meta"] = {SUBSCRIPTION_ID_META: self.plan.subscription_id}
+            params["_meta"] = {SUBSCRIPTION_ID_META: self.plan.subscription_id, EVENT_ID_META: event_id}
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params:
             message["params"] = params
-        return event(message)
+        return sse(message, event_id)
 
-    async def serve(self) -> None:
-        plan = self.plan
-        # A session has one GET stream: a new one replaces the open one, so it is not refused by the limit.
-        replacing = plan.session_id is not None and _session_streams[plan.session_id] > 0
-        if not replacing and _open_streams[plan.owner] >= mcp_settings.streams_per_caller:
-            error = InvalidRequest("Too many open streams for this caller", request_id=plan.subscription_id)
-            await self._refuse(429, error)
+    def final(self) -> bytes | None:
+        """The final result of a listen stream (``None`` for a session's GET stream, which has none)."""
+        if not self.plan.stateless or self.ending == "client":
+            return None
+        meta: dict[str, Any] = {SUBSCRIPTION_ID_META: self.plan.subscription_id}
+        if self.ending == "truncated":
+            meta[TRUNCATED_META] = True
+        return sse(jsonrpc.result_response(self.plan.subscription_id, {"resultType": "complete", "_meta": meta}))
+
+    async def open(self) -> None:
+        """Join the hub (from the hub's position, or after the resume id); a session's stream takes over its
+        session. Called by the server before the response starts, else by :meth:`events`."""
+        if self.hub is not None:
             return
-        _open_streams[plan.owner] += 1
-        if plan.session_id is not None:
-            _session_streams[plan.session_id] += 1
-        try:
-            await self._serve()
-        finally:
-            _open_streams[plan.owner] -= 1
-            if _open_streams[plan.owner] <= 0:
-                del _open_streams[plan.owner]
-            if plan.session_id is not None:
-                _session_streams[plan.session_id] -= 1
-                if _session_streams[plan.session_id] <= 0:
-                    del _session_streams[plan.session_id]
-
-    async def _refuse(self, status: int, error: MCPError) -> None:
-        body = jsonrpc.dumps(error.to_response())
-        await self.send(
-            {"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]}
-        )
-        await self.send({"type": "http.response.body", "body": body})
-
-    async def _join(self, group: str) -> None:
-        assert self.fanout is not None
-        self.groups.add(group)
-        await self.fanout.join(self, group)
-
-    async def _leave_group(self, group: str) -> None:
-        self.groups.discard(group)
-        if self.fanout is not None:
-            await self.fanout.leave(self, group)
-
-    async def _serve(self) -> None:
         plan = self.plan
-        broker.bind_stream_loop(asyncio.get_running_loop())
-        try:
-            self.fanout = await get_fanout()
-            if plan.session_id is not None:
-                # A session has one GET stream: a newer one takes over and this message ends the older ones.
-                group = broker.session_group(plan.session_id)
-                await broker.apublish(group, {"type": broker.SESSION_CONTROL, "op": "takeover", "stream": self.id})
-                await self._join(group)
-            for uri in plan.uris:
-                await self._join(broker.uri_group(uri))
-            if plan.list_changed:
-                await self._join(broker.LIST_CHANGED_GROUP)
+        self.loop = asyncio.get_running_loop()
+        self.hub = get_hub()
+        self.cursor = plan.resume_after or self.hub.position
+        _streams.add(self)
+        self._sync_keys()
+        if plan.session_id is not None:
+            key = broker.session_key(plan.session_id)
+            await sync_to_async(broker.publish_session, thread_sensitive=False)(key, "takeover", self.id)
             if plan.resync is not None:
                 await self._resync()
-        except Exception:
-            # The channel layer is unreachable (Redis down): a clean error, never a 500 and nothing left counted.
-            logger.exception("stream %s: could not join the channel layer", self.id)
-            await self._leave_all()
-            await self._refuse(200, InternalError(request_id=plan.subscription_id))
-            return
-        task = asyncio.current_task()
-        if task is not None:
-            _active.add(task)
-        disconnected = asyncio.ensure_future(self._wait_disconnect())
+
+    async def events(self) -> AsyncIterator[bytes]:
+        """The stream's bytes: the acknowledgement, replayed and live notifications, keep-alives, the final result."""
+        plan = self.plan
         try:
-            await self.send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + plan.extra_headers})
+            await self.open()
             if plan.stateless:
-                await self.write(
-                    self.notification("notifications/subscriptions/acknowledged", {"notifications": plan.honoured})
-                )
-            await self._loop(disconnected)
-        except StreamClosed:
-            logger.debug("stream %s ended by the client", self.id)
-        except asyncio.CancelledError:
-            # Server shutdown: a graceful end if the transport still takes it. Written without a timer task, so the
-            # bytes reach the transport before anything else runs (the server may stop the loop right after).
-            await self._final_result(direct=True)
-            raise
+                ack = {"notifications": plan.honoured}
+                yield self.notification("notifications/subscriptions/acknowledged", ack, self.cursor)
+            last_write = time.monotonic()
+            while True:
+                if self.ending is not None:
+                    break
+                if plan.expires_at is not None and plan.expires_at <= time.time():
+                    self.end("expired")
+                    continue
+                if self.behind:
+                    async for chunk in self.catch_up():
+                        last_write = time.monotonic()
+                        yield chunk
+                    continue
+                if self.queue:
+                    written = await self._next(*self.queue.popleft())
+                    if written is not None:
+                        counts["delivered"] += 1
+                        last_write = time.monotonic()
+                        yield written
+                    continue
+                keepalive_at = last_write + mcp_settings.stream_keepalive_seconds
+                if time.monotonic() >= keepalive_at:
+                    last_write = time.monotonic()
+                    yield b": keep-alive\r\n\r\n"
+                    continue
+                await self._wait(keepalive_at - time.monotonic())
         except Exception:
             logger.exception("stream %s failed", self.id)
-            await self._final_result()
+            self.end("failed")
         finally:
-            disconnected.cancel()
-            await self._leave_all()
-            if task is not None:
-                _active.discard(task)
-            try:
-                await asyncio.wait_for(self.send({"type": "http.response.body", "body": b"", "more_body": False}), 1)
-            except Exception:
-                logger.debug("stream %s: the connection is already closed", self.id)
+            self.release()
+        final = self.final()
+        if final is not None:
+            yield final
 
-    async def _leave_all(self) -> None:
-        for group in list(self.groups):
-            try:
-                await self._leave_group(group)
-            except Exception:
-                logger.debug("could not leave %s", group)
-
-    async def _wait_disconnect(self) -> None:
-        while True:
-            message = await self.receive()
-            if message["type"] == "http.disconnect":
-                return
-
-    async def _final_result(self, direct: bool = False) -> None:
-        if not self.plan.stateless:
-            return
-        result = jsonrpc.result_response(
-            self.plan.subscription_id,
-            {"resultType": "complete", "_meta": {SUBSCRIPTION_ID_META: self.plan.subscription_id}},
-        )
+    async def _wait(self, timeout: float) -> None:
+        if self.plan.expires_at is not None:
+            timeout = min(timeout, self.plan.expires_at - time.time())
+        assert self.loop is not None
+        self._waker = self.loop.create_future()
         try:
-            if direct:
-                await self.send({"type": "http.response.body", "body": event(result), "more_body": True})
-            else:
-                await self.write(event(result))
-        except (StreamClosed, Exception):
-            logger.debug("stream %s: could not send the final result", self.id)
+            await asyncio.wait({self._waker}, timeout=max(0.0, timeout))
+        finally:
+            self._waker = None
 
-    async def _loop(self, disconnected: asyncio.Future[None]) -> None:
-        plan = self.plan
-        loop = asyncio.get_running_loop()
-        while True:
-            if self.ending is not None:
-                await self._final_result()
-                return
-            if plan.expires_at is not None and plan.expires_at - time.time() <= 0:
-                await self._final_result()  # the caller's token expired: end gracefully
-                return
-            if self.queue:
-                item = self.queue.popleft()
-                if isinstance(item, bytes):
-                    await self.write(item)
-                    self.sent += 1
-                    counts["delivered"] += 1
-                elif not await self._control(item):
-                    return
-                continue
-            keepalive_at = self.last_write + mcp_settings.stream_keepalive_seconds
-            if time.monotonic() >= keepalive_at:
-                await self.write(b": keep-alive\r\n\r\n")
-                continue
-            timeout = keepalive_at - time.monotonic()
-            if plan.expires_at is not None:
-                timeout = min(timeout, plan.expires_at - time.time())
-            self._waker = loop.create_future()
-            try:
-                done, _ = await asyncio.wait(
-                    {self._waker, disconnected}, timeout=max(0.0, timeout), return_when=asyncio.FIRST_COMPLETED
-                )
-            finally:
-                self._waker = None
-            if disconnected in done:
-                raise StreamClosed()
+    async def _next(self, event: Event, decision: asyncio.Future[Any] | None) -> bytes | None:
+        """The bytes for a live event (``None``: nothing to write), applying a session's control and tokens."""
+        if event.kind == broker.UPDATED:
+            self.updates[event.target] -= 1
+            if self.updates[event.target] > 0:
+                return None  # a later change of the same URI is queued: it is written instead (last one wins)
+            del self.updates[event.target]
+        if not broker.after(event.id, self.cursor):
+            return None  # replayed already
+        self.cursor = event.id
+        if event.kind == broker.UPDATED and decision is not None:
+            decisions = await decision
+            return self._updated(event, decisions.get(self.caller, FAILED))
+        if event.kind == broker.LIST_CHANGED:
+            return self.notification("notifications/resources/list_changed", None, event.id)
+        if event.kind == broker.TOKEN:
+            if not await sync_to_async(self._credentials_hold, thread_sensitive=False)():
+                self.end("credentials")
+            return None
+        return None  # a session's control was applied when the hub pushed it
+
+    def _updated(self, event: Event, allowed: bool | str | None) -> bytes | None:
+        if event.target not in self.plan.uris:
+            return None
+        if allowed is None:
+            self.end("credentials")
+        elif allowed == FAILED:
+            self.end("check_failed")
+        elif not allowed:
+            counts["withheld"] += 1
+            logger.debug("stream %s: access to %s is gone; update withheld", self.id, event.target[:200])
+        else:
+            return self.notification("notifications/resources/updated", {"uri": event.target}, event.id)
+        return None
+
+    def _control(self, event: Event) -> None:
+        """Apply a session's control event (``plan.uris`` only: the caller syncs the hub)."""
+        uris = self.plan.uris
+        if event.op == "takeover" and event.arg != self.id:
+            self.end("replaced")
+        elif event.op == "end":
+            self.end("session_ended")
+        elif event.op == "subscribe" and event.arg not in uris and len(uris) < mcp_settings.uris_per_listen:
+            uris.add(event.arg)
+        elif event.op == "unsubscribe":
+            uris.discard(event.arg)
+
+    def _credentials_hold(self) -> bool:
+        """In a worker thread, as one request for Django: whether the stream's credentials are still accepted."""
+        holds = getattr(self.plan.check, "credentials_hold", None)
+        if holds is None:
+            return True
+        signals.request_started.send(sender=Stream)
+        try:
+            return bool(holds())
+        finally:
+            signals.request_finished.send(sender=Stream)
 
     async def _resync(self) -> None:
-        """Align the stream with the session's stored subscriptions (control messages sent before it joined)."""
+        """Align a GET stream with its session's stored subscriptions (changes made before it joined)."""
         assert self.plan.resync is not None
         try:
             current = await sync_to_async(self.plan.resync, thread_sensitive=False)()
         except Exception:
             logger.exception("stream %s: could not re-read the session's subscriptions", self.id)
             return
-        for uri in current:
-            await self._control({"op": "subscribe", "uri": uri})
-        for uri in self.plan.uris - set(current):
-            await self._control({"op": "unsubscribe", "uri": uri})
+        self.plan.uris = set(current[: mcp_settings.uris_per_listen])
+        self._sync_keys()
 
-    async def _control(self, message: dict[str, Any]) -> bool:
-        """Apply a session's control message; ``False`` ends the stream."""
-        op = message.get("op")
-        uri = message.get("uri")
-        if op == "takeover":
-            return message.get("stream") == self.id
-        if op == "end":
-            return False
-        if not isinstance(uri, str):
-            return True
-        group = broker.uri_group(uri)
-        if op == "subscribe" and uri not in self.plan.uris:
-            if len(self.plan.uris) < mcp_settings.uris_per_listen:
-                self.plan.uris.add(uri)
-                await self._join(group)
-        elif op == "unsubscribe" and uri in self.plan.uris:
-            self.plan.uris.discard(uri)
-            await self._leave_group(group)
-        return True
+    # Catching up from the log ----------------------------------------------------------------------------------
+
+    async def catch_up(self) -> AsyncIterator[bytes]:
+        """Replay from the log what followed the cursor, access re-checked, then go on with the live queue."""
+        self.behind = False
+        self.queue.clear()
+        self.updates.clear()
+        counts["caught_up"] += 1
+        while self.ending is None:
+            chunks, cursor, more = await sync_to_async(self._replay, thread_sensitive=False)(self.cursor)
+            self.cursor = cursor
+            self._sync_keys()
+            for chunk in chunks:
+                counts["replayed"] += 1
+                yield chunk
+            if not more:
+                return
+
+    def _replay(self, cursor: str) -> tuple[list[bytes], str, bool]:
+        """In a worker thread: the bytes for up to :data:`REPLAY_BATCH` events after ``cursor``, the new cursor,
+        whether more may follow."""
+        log = broker.get_log()
+        if broker.parse_id(cursor) is None:  # a Last-Event-ID that is not one of the log's ids
+            return self._truncated(log)
+        events, complete = log.replay(cursor, REPLAY_BATCH)
+        if not complete:
+            return self._truncated(log)
+        last = {event.target: event.id for event in events if event.kind == broker.UPDATED}
+        chunks: list[bytes] = []
+        for event in events:
+            if event.kind == broker.UPDATED and last[event.target] == event.id and event.target in self.plan.uris:
+                chunk = self._updated(event, decide(event.target, [self.plan.check])[0])
+            elif event.kind == broker.LIST_CHANGED and self.plan.list_changed:
+                chunk = self.notification("notifications/resources/list_changed", None, event.id)
+            elif event.kind == broker.SESSION and event.target == self._session_key():
+                self._control(event)
+                chunk = None
+            elif event.kind == broker.TOKEN and event.target == self.plan.token_checksum:
+                if not self._credentials_hold():
+                    self.end("credentials")
+                chunk = None
+            else:
+                continue
+            if self.ending is not None:
+                break
+            if chunk is not None:
+                chunks.append(chunk)
+        return chunks, events[-1].id if events else cursor, len(events) == REPLAY_BATCH and self.ending is None
+
+    def _session_key(self) -> str | None:
+        return None if self.plan.session_id is None else broker.session_key(self.plan.session_id)
+
+    def _truncated(self, log: broker.Log) -> tuple[list[bytes], str, bool]:
+        """Past the window: a listen ends; a GET stream tells its client to list and read everything again."""
+        if self.plan.stateless:
+            self.end("truncated")
+            return [], self.cursor, False
+        cursor = log.last_id()
+        counts["resynchronised"] += 1
+        if self.plan.resync is not None:
+            self.plan.uris = set(self.plan.resync()[: mcp_settings.uris_per_listen])
+        chunks = [self.notification("notifications/resources/list_changed", None, cursor)]
+        for uri in sorted(self.plan.uris):
+            chunk = self._updated(Event(cursor, broker.UPDATED, uri), decide(uri, [self.plan.check])[0])
+            if chunk is not None:
+                chunks.append(chunk)
+        return chunks, cursor, False
+
+
+class EventStreamResponse(StreamingHttpResponse):
+    """A stream as a Django response: ``text/event-stream`` over :meth:`Stream.events`, the stream at ``.stream``."""
+
+    def __init__(self, stream: Stream, headers: dict[str, str] | None = None) -> None:
+        super().__init__(stream.events(), content_type="text/event-stream", headers=headers)
+        self["Cache-Control"] = "no-cache, no-transform"
+        self["X-Accel-Buffering"] = "no"
+        self.stream = stream
+
+    def close(self) -> None:
+        self.stream.release()
+        super().close()
 
 
 async def end_all_streams(timeout: float = 5.0) -> None:
-    """End every open stream of the running event loop (at shutdown); 2026-07-28 listeners get the final result
-    first.
+    """End every open stream of the running event loop (at shutdown); listeners get the final result first.
 
-    Waits up to ``timeout`` seconds for the streams to finish writing. Streams of another loop of the process (servers
-    in threads, a test suite's loop per test) are left to theirs, also when that loop has closed.
+    Waits up to ``timeout`` seconds for them to finish writing; streams of other loops are left to theirs.
     """
     loop = asyncio.get_running_loop()
-    tasks = [task for task in _active if task.get_loop() is loop and task is not asyncio.current_task()]
-    for task in tasks:
-        task.cancel()
-    if tasks:
-        await asyncio.wait(tasks, timeout=timeout)
-    await fanout_module.stop_fanout()
+    streams = [stream for stream in list(_streams) if stream.loop is loop and not stream.released]
+    for stream in streams:
+        stream.end("shutdown")
+    if streams:
+        await asyncio.wait([loop.create_task(stream.done.wait()) for stream in streams], timeout=timeout)

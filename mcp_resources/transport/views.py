@@ -2,8 +2,9 @@
 
 Served by Django's own handlers, WSGI or ASGI, behind the project's middleware. Every failure answers with the
 status and JSON-RPC error the spec names; nothing escapes as an HTTP 500 and no backend detail reaches the client.
-Long-lived streams need an event loop: :class:`~mcp_resources.transport.asgi.MCPEndpoint` serves them with the
-plans this view prepares (:meth:`MCPView.prepare_listen`, :meth:`MCPView.prepare_session_stream`).
+Long-lived streams need an event loop: under ASGI the view answers them with an
+:class:`~mcp_resources.transport.streams.EventStreamResponse`, which :class:`~mcp_resources.transport.asgi.MCPEndpoint`
+serves on the loop with no thread (Django's own ASGI handler serves it too, with one thread per open stream).
 """
 
 from __future__ import annotations
@@ -12,13 +13,12 @@ import copy
 import functools
 import hashlib
 import logging
-import secrets
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import DisallowedHost, RequestDataTooBig
+from django.core.handlers.asgi import ASGIRequest
 from django.core.signals import got_request_exception
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.views import View
@@ -40,6 +40,7 @@ from mcp_resources.protocol import jsonrpc
 from mcp_resources.protocol.versions import PROTOCOL_VERSION_META, SESSION_VERSIONS, V2026_07_28
 from mcp_resources.protocol.versions import negotiate_session_version as negotiate_version
 from mcp_resources.server import CallContext, MCPServer, default_server
+from mcp_resources.subscriptions import broker
 from mcp_resources.transport.headers import check_stateless_request, header
 from mcp_resources.transport.origin import origin_allowed
 from mcp_resources.transport.sessions import (
@@ -50,18 +51,13 @@ from mcp_resources.transport.sessions import (
     owner_of,
     subscriptions_of,
 )
-from mcp_resources.transport.streams import StreamPlan
+from mcp_resources.transport.streams import EVENT_ID_META, EventStreamResponse, Stream, StreamPlan, acquire
 
 logger = logging.getLogger("mcp_resources.transport")
 
 SESSION_HEADER = "Mcp-Session-Id"
 STREAMS_SCOPE_KEY = "mcp_resources.streams"
-"""Set in the ASGI scope by :class:`~mcp_resources.transport.asgi.MCPEndpoint`: this deployment serves streams."""
-STREAM_SLOT_KEY = "mcp_resources.stream_slot"
-"""Where :class:`~mcp_resources.transport.asgi.MCPEndpoint` puts a :class:`StreamSlot` (ASGI scope or WSGI
-environ) for a stream's opening request that it sends through Django's handler and the middleware."""
-STREAM_PLAN_HEADER = "X-MCP-Stream-Plan"
-"""The header of the placeholder response that stands for a prepared stream while the middleware sees it."""
+"""Set in the ASGI scope by :class:`~mcp_resources.transport.asgi.MCPEndpoint`: it serves streams on its loop."""
 FORCED_PRINCIPAL = "_mcp_forced_principal"
 """The request attribute through which :mod:`mcp_resources.test` authenticates a test request without a token."""
 
@@ -104,6 +100,14 @@ class StreamAccess:
         )
         digest = hashlib.sha256(credentials.encode("utf-8", "surrogatepass")).hexdigest()
         self.caller: tuple[Any, ...] = (id(self.server), protocol_version, digest)
+        authorization = header(request, "Authorization") or ""
+        scheme, _, token = authorization.partition(" ")
+        self.token_checksum: str | None = (
+            hashlib.sha256(token.strip().encode("utf-8", "surrogatepass")).hexdigest()
+            if scheme.lower() == "bearer" and token.strip()
+            else None
+        )
+        """SHA-256 of the bearer token, as django-oauth-toolkit's ``token_checksum`` stores it."""
 
     def context(self) -> CallContext:
         """The caller as it is now; raise :exc:`CredentialsRejected` when its credentials no longer hold."""
@@ -117,6 +121,14 @@ class StreamAccess:
 
     def __call__(self, uri: str) -> bool:
         return self.server.may_read(uri, self.context())
+
+    def credentials_hold(self) -> bool:
+        """Whether the stream's credentials are still accepted (checked when its token changes)."""
+        try:
+            self.context()
+        except CredentialsRejected:
+            return False
+        return True
 
     @classmethod
     def check_each(cls, uri: str, accesses: list[StreamAccess]) -> list[bool | None]:
@@ -148,46 +160,17 @@ def is_stateless_request(message: jsonrpc.Message, version_header: str | None) -
 
 
 def serves_streams(request: HttpRequest) -> bool:
-    """Whether the request came through :class:`~mcp_resources.transport.asgi.MCPEndpoint`, which serves streams."""
+    """Whether a stream can be served: under ASGI, by :class:`~mcp_resources.transport.asgi.MCPEndpoint` (on its
+    loop) or by Django's own ASGI handler (one thread per stream); never under WSGI."""
+    return endpoint_serves(request) or isinstance(request, ASGIRequest)
+
+
+def endpoint_serves(request: HttpRequest) -> bool:
+    """Whether the request came through :class:`~mcp_resources.transport.asgi.MCPEndpoint`."""
     scope = getattr(request, "scope", None)
     if isinstance(scope, dict) and scope.get(STREAMS_SCOPE_KEY):
         return True
     return request.META.get(STREAMS_SCOPE_KEY) is True  # MCPEndpoint running Django's WSGI handler
-
-
-@dataclass
-class StreamSlot:
-    """A stream's opening request on its way through Django's handler: the view prepares the stream here.
-
-    ``kind`` is ``"listen"`` (a ``subscriptions/listen`` POST) or ``"session"`` (a 2025-11-25 session's GET). Once
-    the request has reached the URLconf's view through the middleware, that view prepares the stream (its server,
-    session store and hooks). It leaves the plan in ``plan`` and answers a placeholder response (200,
-    ``X-MCP-Stream-Plan: <nonce>``) that the middleware sees as the stream's response;
-    :class:`~mcp_resources.transport.asgi.MCPEndpoint` then serves the stream with the headers the middleware
-    added. Any other response (a refusal of the view or of a middleware) is sent as it is.
-    """
-
-    kind: str
-    plan: StreamPlan | None = None
-    nonce: str = field(default_factory=lambda: secrets.token_hex(8))
-
-    def fill(self, request: HttpRequest, view: MCPView) -> HttpResponse:
-        """Prepare the stream with ``view``, the URLconf's view that found this slot."""
-        prepare = view.prepare_listen if self.kind == "listen" else view.prepare_session_stream
-        outcome = prepare(request)
-        if not isinstance(outcome, StreamPlan):
-            return outcome
-        self.plan = outcome
-        response = HttpResponse(status=200, content_type="text/event-stream")
-        response[STREAM_PLAN_HEADER] = self.nonce
-        return response
-
-
-def stream_slot(request: HttpRequest) -> StreamSlot | None:
-    """The :class:`StreamSlot` of a stream's opening request sent through Django's handler, else ``None``."""
-    scope = getattr(request, "scope", None)
-    slot = scope.get(STREAM_SLOT_KEY) if isinstance(scope, dict) else request.META.get(STREAM_SLOT_KEY)
-    return slot if isinstance(slot, StreamSlot) else None
 
 
 def too_large_response() -> HttpResponse:
@@ -229,15 +212,12 @@ class MCPView(View):
             return error_response(InvalidRequest("Origin not allowed", request_id=None), 403)
         return None
 
-    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        slot = stream_slot(request)
-        refused = None if slot is not None else self.precheck(request)  # prepare_* run the same checks
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        refused = self.precheck(request)
         if refused is not None:
             return refused
         try:
-            if slot is not None:
-                return slot.fill(request, self)
-            return super().dispatch(request, *args, **kwargs)  # type: ignore[return-value]
+            return super().dispatch(request, *args, **kwargs)
         except Exception:
             logger.exception("unexpected error in the MCP endpoint")
             got_request_exception.send(sender=type(self), request=request)
@@ -245,7 +225,7 @@ class MCPView(View):
 
     def http_method_not_allowed(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         response = HttpResponse(status=405)
-        # DELETE ends a session (with its Mcp-Session-Id); its GET stream is served by MCPEndpoint under ASGI.
+        # DELETE ends a session (with its Mcp-Session-Id); its GET stream is served under ASGI only.
         response["Allow"] = "POST, DELETE"
         return response
 
@@ -302,7 +282,7 @@ class MCPView(View):
             return self.auth_failure(request, exc)
         return message, principal
 
-    def post(self, request: HttpRequest) -> HttpResponse:
+    def post(self, request: HttpRequest) -> HttpResponseBase:
         read = self.read_message(request)
         if isinstance(read, HttpResponse):
             return read
@@ -326,12 +306,16 @@ class MCPView(View):
             assert session_id is not None
             return self.session_message(request, message, principal, session_id, version_header)
         if message.is_notification:
+            if message.method == "subscriptions/listen":
+                return error_response(InvalidRequest("subscriptions/listen must be a request", request_id=None))
             return HttpResponse(status=202)
         try:
             version = check_stateless_request(request, message.method, message.params)
         except MCPError as exc:
             return error_response(exc.with_id(message.id))
         ctx = CallContext(request, version, principal, streams=serves_streams(request))
+        if message.method == "subscriptions/listen":
+            return self.listen(request, message, ctx)
         return self.run(message, ctx)
 
     def initialize(self, request: HttpRequest, message: jsonrpc.Message, principal: Principal) -> HttpResponse:
@@ -436,74 +420,11 @@ class MCPView(View):
         self.session_store.end(session)
         return HttpResponse(status=204)
 
-    def get(self, request: HttpRequest) -> HttpResponse:
-        # A session's GET stream is served by MCPEndpoint under ASGI; served by Django's handler alone (WSGI) the
-        # endpoint offers no stream, which the 2025-11-25 transport allows (405).
-        return self.http_method_not_allowed(request)
-
-    # Streams (prepared here in a worker thread, served on the event loop by MCPEndpoint) -----------------------
-
-    def _checker(self, request: HttpRequest, protocol_version: str) -> StreamAccess:
-        """Re-authenticate the stream's request and re-check read access to ``uri`` (before each update).
-
-        Credentials that are no longer accepted raise :exc:`CredentialsRejected`: the stream ends.
-        """
-        return StreamAccess(self, request, protocol_version)
-
-    def prepare_listen(self, request: HttpRequest) -> HttpResponse | StreamPlan:
-        """Validate a ``subscriptions/listen`` POST; return the stream's plan or the refusal."""
-        try:
-            return self._prepare_listen(request)
-        except Exception:
-            logger.exception("unexpected error preparing a listen stream")
-            got_request_exception.send(sender=type(self), request=request)
-            return error_response(InternalError(request_id=None), 200)
-
-    def _prepare_listen(self, request: HttpRequest) -> HttpResponse | StreamPlan:
-        refused = self.precheck(request)
-        if refused is not None:
-            return refused
-        read = self.read_message(request)
-        if isinstance(read, HttpResponse):
-            return read
-        message, principal = read
-        if message.method is None or message.is_notification:
-            return error_response(InvalidRequest("subscriptions/listen must be a request", request_id=None))
-        try:
-            version = check_stateless_request(request, message.method, message.params)
-        except MCPError as exc:
-            return error_response(exc.with_id(message.id))
-        server = self.get_server()
-        ctx = CallContext(request, version, principal, streams=True)
-        if server.sources() and not principal.authenticated:
-            return self.auth_failure(request, AuthenticationRequired(server.inventory_scopes()))
-        with telemetry.operation(
-            message.method, message.params, request_id=message.id, protocol_version=version
-        ) as operation:
-            try:
-                honoured = server.prepare_listen(message.params, ctx)
-            except MCPError as exc:
-                if operation is not None:
-                    operation.fail(exc.code, exc.message)
-                return error_response(exc.with_id(message.id))
-        return StreamPlan(
-            owner=owner_of(principal),
-            uris=set(honoured.get("resourceSubscriptions", [])),
-            list_changed=bool(honoured.get("resourcesListChanged")),
-            check=(access := self._checker(request, version)),
-            caller=access.caller,
-            subscription_id=message.id,
-            honoured=honoured,
-            expires_at=principal.expires_at,
-        )
-
-    def prepare_session_stream(self, request: HttpRequest) -> HttpResponse | StreamPlan:
-        """Validate a session's GET; return the stream's plan or the refusal (405, 401, 404)."""
-        refused = self.precheck(request)
-        if refused is not None:
-            return refused
+        ctx = CallContext(request, version, principal, streams=serves_streams(request))
+        if message.method == "subscriptions/listen":
+            return self.listen(request, message, ctx)
         session_id = header(request, SESSION_HEADER)
-        if session_id is None or not mcp_settings.subscriptions:
+        if session_id is None or not mcp_settings.subscriptions or not serves_streams(request):
             return self.http_method_not_allowed(request)
         try:
             principal = self.authenticate(request)
@@ -512,14 +433,103 @@ class MCPView(View):
         session: Session | None = self.session_store.get(session_id, principal)
         if session is None:
             return error_response(InvalidRequest("Session not found", request_id=None), 404)
-        return StreamPlan(
+        last_event_id = header(request, "Last-Event-ID")
+        access = self._checker(request, session.protocol_version)
+        plan = StreamPlan(
             owner=owner_of(principal),
             uris=set(session.subscriptions),
             list_changed=True,
-            check=(access := self._checker(request, session.protocol_version)),
+            check=access,
             caller=access.caller,
             session_id=session.id,
             expires_at=principal.expires_at,
-            extra_headers=[(SESSION_HEADER.lower().encode(), session.id.encode())],
             resync=functools.partial(subscriptions_of, session.id),
+            token_checksum=access.token_checksum,
+            # An id that is not the log's cannot be resumed: the stream tells its client to read everything again.
+            resume_after=None if last_event_id is None else resumable(last_event_id),
+        )
+        return self.stream_response(request, plan, {SESSION_HEADER: session.id})
+
+    # Streams (prepared here in a worker thread, served on the event loop) ------------------------------------
+
+    def _checker(self, request: HttpRequest, protocol_version: str) -> StreamAccess:
+        """Re-authenticate the stream's request and re-check read access to ``uri`` (before each update).
+
+        Credentials that are no longer accepted raise :exc:`CredentialsRejected`: the stream ends.
+        """
+        return StreamAccess(self, request, protocol_version)
+
+    def listen(self, request: HttpRequest, message: jsonrpc.Message, ctx: CallContext) -> HttpResponseBase:
+        """``subscriptions/listen``: validated by the server's method, answered with a stream."""
+        server = self.get_server()
+        if server.sources() and not ctx.principal.authenticated and ctx.streams and mcp_settings.subscriptions:
+            return self.auth_failure(request, AuthenticationRequired(server.inventory_scopes()))
+        meta = message.params.get("_meta")
+        resume = meta.get(EVENT_ID_META) if isinstance(meta, dict) else None
+        if resume is not None and broker.parse_id(resume) is None:
+            error = InvalidParams(f"_meta[{EVENT_ID_META!r}] must be an event id of this server's notifications")
+            return error_response(error.with_id(message.id))
+        with telemetry.operation(
+            "subscriptions/listen", message.params, request_id=message.id, protocol_version=ctx.protocol_version
+        ) as operation:
+            try:
+                result = server.call("subscriptions/listen", message.params, ctx)
+            except (AuthenticationRequired, InsufficientScope) as exc:
+                if operation is not None:
+                    operation.fail(exc.code, exc.message)
+                return self.auth_failure(request, exc)
+            except MCPError as exc:
+                if operation is not None:
+                    operation.fail(exc.code, exc.message)
+                return error_response(exc.with_id(message.id))
+        access = self._checker(request, ctx.protocol_version)
+        plan = StreamPlan(
+            owner=owner_of(ctx.principal),
+            uris=set(result.get("resourceSubscriptions", [])),
+            list_changed=bool(result.get("resourcesListChanged")),
+            check=access,
+            caller=access.caller,
+            subscription_id=message.id,
+            honoured={key: value for key, value in result.items() if key not in ("resultType", "_meta")},
+            expires_at=ctx.principal.expires_at,
+            token_checksum=access.token_checksum,
+            resume_after=resume,
+        )
+        return self.stream_response(request, plan)
+
+    def stream_response(
+        self, request: HttpRequest, plan: StreamPlan, headers: dict[str, str] | None = None
+    ) -> HttpResponseBase:
+        """The stream of ``plan`` as a response, or the refusal (429 past ``STREAMS_PER_CALLER``, -32603 when the
+        log cannot be reached)."""
+        try:
+            broker.get_log().last_id()
+        except Exception:
+            logger.exception("could not reach the log of change notifications")
+            return error_response(InternalError(request_id=plan.subscription_id), 200)
+        if not acquire(plan):
+            error = InvalidRequest("Too many open streams for this caller", request_id=plan.subscription_id)
+            return error_response(error, 429)
+        if not endpoint_serves(request):
+            warn_thread_per_stream()
+        return EventStreamResponse(Stream(plan), headers)
+
+
+def resumable(last_event_id: str) -> str:
+    """Where a GET stream resumes: after ``Last-Event-ID``; one that is not the log's id cannot be resumed (``-``:
+    the stream tells its client to read everything again, as past the retention window)."""
+    return last_event_id if broker.parse_id(last_event_id) else "-"
+
+
+_warned: list[bool] = []
+
+
+def warn_thread_per_stream() -> None:
+    """Log ``mcp_resources.W014`` once: Django's own ASGI handler holds a thread for each open stream."""
+    if not _warned:
+        _warned.append(True)
+        logger.warning(
+            "?: (mcp_resources.W014) A stream is served by Django's own ASGI handler, which holds one thread for "
+            "each open stream. HINT: Route the MCP path to mcp_resources.MCPEndpoint, which serves streams on the "
+            "event loop without a thread (docs/deployment.md)."
         )
