@@ -1,17 +1,16 @@
-"""Fan-out across processes through Redis (channels-redis), and the Redis layer under a stream's keep-alives.
+"""Fan-out across processes through Redis (a Redis stream as the log), and the Redis log under a stream's keep-alives.
 
 Two uvicorn processes of the demo project (``testproject.asgi``), A (``demo_server``) and B, share one Redis
-(``MCP_REDIS_URL``: channel layer and 2025-11-25 sessions, in a Redis database of this module's own) and one
-database (this module's ``demo_project``: SQLite, or PostgreSQL with
-``MCP_TEST_DB=postgres``). Each process has its own canonical resource URI, so each gets its own tokens. Changes
+(``MCP_REDIS_URL``: the log of change notifications and 2025-11-25 sessions, in a Redis database of this module's
+own) and one database (this module's ``demo_project``: SQLite, or PostgreSQL with ``MCP_TEST_DB=postgres``). Each
+process has its own canonical resource URI, so each gets its own tokens. Changes
 are made outside both servers, as a worker or a shell would make them: ``manage.py shell -c`` for a document, and
-the test process itself (the ORM on the shared database, with its channel layer pointed at the same Redis) for an
-admin ``StaticResource`` row.
+the test process itself (the ORM on the shared database, with its log pointed at the same Redis) for an admin
+``StaticResource`` row.
 
-Nothing waits for a message that must not arrive: a stream delivers its channel's messages in the order they were
+Nothing waits for a message that must not arrive: a stream delivers the log's events in the order they were
 published, so a message published after a change (a marker) proves that nothing the change caused is still on its
-way. The in-process tests at the end drive the project's ASGI application (``testproject.asgi``) on a Redis layer,
-with the stream's clock moved forward instead of waiting.
+way. The in-process tests at the end drive the project's ASGI application (``testproject.asgi``) on the Redis log.
 
 Without Redis on 127.0.0.1:6379 the module is skipped; with env ``CI`` set it fails instead.
 """
@@ -20,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import http.client
 import json
 import logging
@@ -40,9 +38,9 @@ from mcp_resources.protocol.versions import V2025_11_25, V2026_07_28
 from tests import live
 from tests.stream_support import (
     ACKNOWLEDGED,
+    EVENT_ID,
     RESOURCE,
     SUBSCRIPTION_ID,
-    Clock,
     Exchange,
     application,
     final_result,
@@ -142,6 +140,7 @@ class SSE:
                 if line == "":
                     if data:
                         message = json.loads("\n".join(data))
+                        (message.get("params") or {}).get("_meta", {}).pop(EVENT_ID, None)  # compared without it
                         self.seen.append(message)
                         self.messages.put(message)
                     data = []
@@ -240,13 +239,9 @@ def test_a_static_resource_saved_by_the_test_process_is_a_list_change_on_b(
     from django.db import connections
 
     from mcp_resources.models import StaticResource
-    from mcp_resources.subscriptions import broker
 
     _, b = cluster
-    settings.CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [redis_url]}}
-    }
-    monkeypatch.setattr(broker, "_stream_loop", None)  # this process serves no stream: publish straight into Redis
+    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "DELIVERY_URL": redis_url}
     alias = f"fanout_{secrets.token_hex(3)}"
     connections.settings[alias] = {**connections.settings["default"], **demo_project.database, "TEST": {}}
     uri = f"app://fanout-{secrets.token_hex(4)}"
@@ -463,20 +458,12 @@ def test_concurrent_session_subscription_changes_are_not_lost(redis_url: str, se
     assert len(sessions.subscriptions_of(other)) == 10
 
 
-# The Redis layer under one process's streams (the project's ASGI application, in-process) ---------------------------
+# The Redis log under one process's streams (the project's ASGI application, in-process) -----------------------------
 
 
-def redis_layer(settings: Any, redis_url: str, **config: Any) -> str:
-    """Point ``CHANNEL_LAYERS`` at Redis with a prefix of the test's own (and ``config``); return the prefix."""
-    prefix = f"mcp-test-{secrets.token_hex(4)}"
-    host = config.pop("host", redis_url)
-    settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [host], "prefix": prefix, **config},
-        }
-    }
-    return prefix
+def redis_log(settings: Any, redis_url: str) -> None:
+    """Point ``DELIVERY_URL`` at Redis."""
+    settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "DELIVERY_URL": redis_url}
 
 
 def stream_settings(settings: Any, **values: Any) -> None:
@@ -495,23 +482,28 @@ async def open_listen(token: str, request_id: Any, *uris: str) -> Exchange:
     return stream
 
 
+def publish_list_changes(count: int, pause: float) -> None:
+    from mcp_resources.subscriptions import notify_resource_list_changed
+
+    for _ in range(count):
+        notify_resource_list_changed()
+        time.sleep(pause)
+
+
 @pytest.mark.anyio
 @pytest.mark.django_db(transaction=True)
 async def test_keepalives_lose_no_message_on_redis(redis_url: str, settings: Any, alice: Any, make_token: Any) -> None:
-    """A keep-alive must not cancel the pending receive: channels-redis drops a message whose receive is cancelled."""
-    from mcp_resources.subscriptions import broker
+    """Keep-alives written all along while 300 list changes arrive from Redis: every stream has every one."""
+    from mcp_resources.subscriptions import notify_resource_updated
 
     stream_settings(settings, STREAM_KEEPALIVE_SECONDS=0.003)
-    redis_layer(settings, redis_url)
+    redis_log(settings, redis_url)
     token = await in_thread(make_token, alice)
     streams = [await open_listen(token, index, MARKER) for index in range(3)]
-    layer = broker.get_layer()
     sent = 300
-    for _ in range(sent):
-        await layer.group_send(broker.LIST_CHANGED_GROUP, {"type": broker.LIST_CHANGED})
-        await asyncio.sleep(0.003)
+    await in_thread(publish_list_changes, sent, 0.003)
     # A marker sent after the list changes: once a stream has it, it has received everything sent before it.
-    await layer.group_send(broker.uri_group(MARKER), {"type": broker.UPDATED, "uri": MARKER})
+    await in_thread(notify_resource_updated, MARKER)
     for index, stream in enumerate(streams):
         received = [await stream.event(5) for _ in range(sent + 1)]
         assert received == [list_changed(index)] * sent + [updated(MARKER, index)]
@@ -522,115 +514,46 @@ async def test_keepalives_lose_no_message_on_redis(redis_url: str, settings: Any
 
 @pytest.mark.anyio
 @pytest.mark.django_db(transaction=True)
-async def test_streams_outlive_the_redis_group_expiry(
-    redis_url: str, settings: Any, monkeypatch: pytest.MonkeyPatch, alice: Any, make_token: Any
-) -> None:
-    """Redis forgets group members older than ``group_expiry``: a stream joins its groups again in time.
-
-    The clock of the stream code and of channels-redis moves forward instead of the test waiting for the expiry.
-    """
-    import channels_redis.core
-
-    from mcp_resources.subscriptions import broker
-
-    stream_settings(settings, STREAM_KEEPALIVE_SECONDS=30)
-    prefix = redis_layer(settings, redis_url, group_expiry=2)
-    scores = functools.partial(group_scores, redis_url, prefix, broker.LIST_CHANGED_GROUP)
-    clock = Clock().install(monkeypatch)
-    monkeypatch.setattr(channels_redis.core, "time", clock)
-    stream = await open_listen(await in_thread(make_token, alice), "old")
-    joined = await scores()
-    assert len(joined) == 1
-    clock.advance(4.5)  # the membership is older than the group expiry now
-    # The stream's timer (half the expiry, one second) runs out: it joins again, at the new time. Until then a
-    # group_send (a fence another test's publications left due, in the suite) may already have dropped the expired
-    # member: no member is "not joined again yet" too.
-    limit = time.monotonic() + 10
-    while not (members := await scores()) or members[0] < clock.time() - 1:
-        assert time.monotonic() < limit, "the stream did not join its group again"
-        await asyncio.sleep(0.02)
-    await broker.get_layer().group_send(broker.LIST_CHANGED_GROUP, {"type": broker.LIST_CHANGED})
-    assert await stream.event(5) == list_changed("old")
-    await stream.disconnect()
-
-
-async def group_scores(redis_url: str, prefix: str, group: str) -> list[float]:
-    """The join times of a channels-redis group's members."""
-    import redis
-
-    client = redis.Redis.from_url(redis_url)
-    try:
-        members = await asyncio.to_thread(client.zrange, f"{prefix}:group:{group}", 0, -1, withscores=True)
-    finally:
-        client.close()
-    return [score for _, score in members]
-
-
-class FastClock:
-    """``time`` as the stream code sees it, its monotonic clock running ``speed`` times faster than the real one."""
-
-    def __init__(self, speed: float) -> None:
-        self.speed = speed
-        self.start = time.monotonic()
-
-    def monotonic(self) -> float:
-        return self.start + (time.monotonic() - self.start) * self.speed
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(time, name)
-
-
-@pytest.mark.anyio
-@pytest.mark.django_db(transaction=True)
 async def test_an_idle_stream_survives_redis_socket_timeouts(
-    redis_url: str,
-    settings: Any,
-    monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
-    alice: Any,
-    make_token: Any,
+    redis_url: str, settings: Any, caplog: pytest.LogCaptureFixture, alice: Any, make_token: Any
 ) -> None:
-    """redis-py aborts a blocking read after its socket timeout (5 s by default, as long as channels-redis's
-    BZPOPMIN): the stream receives again.
-
-    Here the socket timeout is 0.2 s and the stream's clock runs ten times faster, so each aborted read has
-    waited two seconds for the stream, as a read aborted by the default timeout has.
-    """
-    from mcp_resources.subscriptions import broker
-    from mcp_resources.transport import fanout, streams
+    """redis-py aborts a blocking read after its socket timeout (here 0.2 s, shorter than the reader's one-second
+    ``XREAD BLOCK``): the process's reader reads again from where it was, and the stream receives what follows."""
+    from mcp_resources.subscriptions import notify_resource_list_changed
+    from mcp_resources.transport import streams
 
     stream_settings(settings, STREAM_KEEPALIVE_SECONDS=30)
-    redis_layer(settings, redis_url, host={"address": redis_url, "socket_timeout": 0.2})
-    monkeypatch.setattr(fanout, "time", FastClock(10))  # the process's receive loop
+    redis_log(settings, f"{redis_url}?socket_timeout=0.2")
     stream = await open_listen(await in_thread(make_token, alice), "idle")
     # After the stream opened: building the ASGI application configures LOGGING again (django.setup()).
     caplog.set_level(logging.DEBUG, logger="mcp_resources.subscriptions")
 
     def aborted_reads() -> int:
-        return sum("receive failed" in record.getMessage() for record in caplog.records)
+        return sum("reading the log failed" in record.getMessage() for record in caplog.records)
 
-    # More aborted reads than the stream tolerates in a row when they fail at once (a layer that is down).
     limit = time.monotonic() + 10
-    while aborted_reads() < streams.RECEIVE_ATTEMPTS + 1:
+    while aborted_reads() < 2:
         assert time.monotonic() < limit, f"the reads were not aborted: {caplog.text}"
         await asyncio.sleep(0.02)
-    await broker.get_layer().group_send(broker.LIST_CHANGED_GROUP, {"type": broker.LIST_CHANGED})
+    await in_thread(notify_resource_list_changed)
     assert await stream.event(5) == list_changed("idle")
     await stream.disconnect()
     assert dict(streams._open_streams) == {}
 
 
 class RedisProxy:
-    """A TCP proxy to Redis that can be taken down (as a Redis restart or a network cut would)."""
+    """A TCP proxy to Redis that can be taken down and brought back (as a Redis restart or a network cut would)."""
 
     def __init__(self, target: tuple[str, int]) -> None:
         self.target = target
         self.writers: list[asyncio.StreamWriter] = []
         self.server: asyncio.Server | None = None
+        self.port = 0
 
     async def start(self) -> int:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        return int(self.server.sockets[0].getsockname()[1])
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+        self.port = int(self.server.sockets[0].getsockname()[1])
+        return self.port
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         upstream_reader, upstream_writer = await asyncio.open_connection(*self.target)
@@ -650,30 +573,35 @@ class RedisProxy:
         self.server.close()
         for writer in self.writers:
             writer.transport.abort()
+        self.writers.clear()
         await self.server.wait_closed()
 
 
 @pytest.mark.anyio
 @pytest.mark.django_db(transaction=True)
-async def test_a_channel_layer_that_goes_down_ends_the_stream_gracefully(
+async def test_a_log_that_goes_down_and_comes_back_loses_nothing(
     redis_url: str, settings: Any, alice: Any, make_token: Any
 ) -> None:
+    """Before, a channel layer that failed ended every stream (its messages meanwhile were lost). Now the stream
+    stays open while Redis is unreachable (a new listen is a clean JSON-RPC error, not a 500), and once Redis is
+    back it receives, from the log, what was published."""
     from urllib.parse import urlsplit
 
-    from mcp_resources.transport import streams
+    from mcp_resources.subscriptions import notify_resource_list_changed
 
     parts = urlsplit(redis_url)
     proxy = RedisProxy((parts.hostname or "127.0.0.1", parts.port or 6379))
     port = await proxy.start()
     stream_settings(settings, STREAM_KEEPALIVE_SECONDS=30)
-    redis_layer(settings, redis_url, host={"address": f"redis://127.0.0.1:{port}{parts.path}", "socket_timeout": 30})
-    stream = await open_listen(await in_thread(make_token, alice), "cut")
+    redis_log(settings, f"redis://127.0.0.1:{port}{parts.path}")
+    token = await in_thread(make_token, alice)
+    stream = await open_listen(token, "cut")
     await proxy.down()
-    assert await stream.until_closed(10) == [final_result("cut")]
-    await stream.finished()
-    assert dict(streams._open_streams) == {}
-    # While the layer is down, a new listen is a clean JSON-RPC error, not a 500.
-    refused = Exchange(application(), scope("POST", listen_headers(await in_thread(make_token, alice))))
+    refused = Exchange(application(), scope("POST", listen_headers(token)))
     await refused.start(listen_body("again", {"resourcesListChanged": True}))
     assert refused.status == 200
     assert (await refused.json())["error"]["code"] == -32603
+    await proxy.start()  # Redis is back, on the same address
+    await in_thread(notify_resource_list_changed)
+    assert await stream.event(10) == list_changed("cut")
+    await stream.disconnect()

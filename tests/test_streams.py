@@ -483,7 +483,7 @@ async def test_disconnect_frees_the_stream(app: Any, people: People, settings: A
     doc = people.alice_docs[0]
     stream, _ = await opened(app, people.alice_token, uris=[uri(doc)], list_changes=True)
     assert sum(streams._open_streams.values()) == 1
-    hub = fanout.get_hub()
+    hub = await fanout.get_hub()
     assert ("u", uri(doc)) in hub.members
     assert ("l", "") in hub.members
     await stream.disconnect()
@@ -713,7 +713,7 @@ async def test_a_client_that_never_reads_is_ended_and_memory_stays_flat(
     finally:
         task.cancel()
     assert dict(streams._open_streams) == {}
-    assert ("l", "") not in fanout.get_hub().members
+    assert ("l", "") not in (await fanout.get_hub()).members
 
 
 # Sessions of 2025-11-25 ---------------------------------------------------------------------------------------------

@@ -152,13 +152,24 @@ _pools_lock = threading.Lock()
 def connection_pool(url: str) -> Any:
     """This process's pool of connections to ``url`` (one per process and URL, created on first use)."""
     import redis
+    from redis.backoff import ExponentialBackoff
+    from redis.retry import Retry
 
     key = (os.getpid(), url)
     with _pools_lock:
         pool = _pools.get(key)
         if pool is None:
+            # A few quick retries (redis-py's default backs off for seconds): a request that publishes or opens a
+            # stream while Redis is unreachable fails fast, logged, instead of stalling.
+            retry = Retry(ExponentialBackoff(cap=0.2, base=0.02), 2)
             pool = _pools[key] = redis.BlockingConnectionPool.from_url(
-                url, max_connections=POOL_CONNECTIONS, timeout=10, decode_responses=True, socket_timeout=30
+                url,
+                max_connections=POOL_CONNECTIONS,
+                timeout=10,
+                decode_responses=True,
+                socket_timeout=30,
+                socket_connect_timeout=5,
+                retry=retry,
             )
         return pool
 

@@ -44,6 +44,7 @@ Route the endpoint's path to :class:`MCPEndpoint` with Channels' routers, in fro
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import logging
 import sys
@@ -177,6 +178,14 @@ class MCPEndpoint:
                 async with asyncio.timeout(mcp_settings.stream_send_timeout_seconds):
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except asyncio.CancelledError:
+            # The server cancels its connections at shutdown: a listen gets its final result, written at once (no
+            # timer task, so the bytes reach the transport before the server stops the loop).
+            stream.end("shutdown")
+            final = stream.final()
+            with contextlib.suppress(Exception):
+                await send({"type": "http.response.body", "body": final or b"", "more_body": False})
+            raise
         except TimeoutError:
             counts["ended_send_timeout"] += 1
             logger.warning("stream %s ended: a write waited past STREAM_SEND_TIMEOUT_SECONDS", stream.id)

@@ -114,13 +114,13 @@ class Hub:
     """The streams of one event loop and what each wants: keys ``("u", uri)``, ``("l", "")``, ``("s", session)``
     and ``("t", token checksum)``."""
 
-    def __init__(self, log: Log, loop: asyncio.AbstractEventLoop) -> None:
-        self.log = log
+    def __init__(self, reader: Reader, loop: asyncio.AbstractEventLoop) -> None:
+        self.log = reader.log
         self.loop = loop
         self.members: dict[tuple[str, str], set[Stream]] = {}
         self.waiting: dict[str, tuple[set[Stream], asyncio.Future[Any]]] = {}  # URI -> decision not started yet
         self.deciding = asyncio.Semaphore(CONCURRENT_DECISIONS)
-        self.reader = reader_for(log)
+        self.reader = reader
         with self.reader.lock:
             self.position = self.reader.position
             self.reader.hubs.add(self)
@@ -189,13 +189,17 @@ class Hub:
 _hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Hub] = weakref.WeakKeyDictionary()
 
 
-def get_hub() -> Hub:
-    """The hub of the running loop on the configured log (created, with the process's reader, on first use)."""
+async def get_hub() -> Hub:
+    """The hub of the running loop on the configured log (created, with the process's reader, on first use: in a
+    worker thread, as the reader asks the log where it ends)."""
     loop = asyncio.get_running_loop()
     log = broker.get_log()
     hub = _hubs.get(loop)
     if hub is None or hub.log is not log:
-        hub = _hubs[loop] = Hub(log, loop)
+        reader = await sync_to_async(reader_for, thread_sensitive=False)(log)
+        hub = _hubs.get(loop)
+        if hub is None or hub.log is not log:
+            hub = _hubs[loop] = Hub(reader, loop)
     return hub
 
 

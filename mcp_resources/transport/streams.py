@@ -261,7 +261,7 @@ class Stream:
             return
         plan = self.plan
         self.loop = asyncio.get_running_loop()
-        self.hub = get_hub()
+        self.hub = await get_hub()
         self.cursor = plan.resume_after or self.hub.position
         _streams.add(self)
         self._sync_keys()
