@@ -420,9 +420,8 @@ class MCPView(View):
         self.session_store.end(session)
         return HttpResponse(status=204)
 
-        ctx = CallContext(request, version, principal, streams=serves_streams(request))
-        if message.method == "subscriptions/listen":
-            return self.listen(request, message, ctx)
+    def get(self, request: HttpRequest) -> HttpResponseBase:
+        """A 2025-11-25 session's GET stream (under ASGI; ``405`` under WSGI, which the transport allows)."""
         session_id = header(request, SESSION_HEADER)
         if session_id is None or not mcp_settings.subscriptions or not serves_streams(request):
             return self.http_method_not_allowed(request)
