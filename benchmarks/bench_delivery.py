@@ -1,7 +1,7 @@
-"""Delivery (issue 13): notifications delivered by ``subscriptions/listen`` streams on one uvicorn worker, against a
-bare Channels consumer, while documents change at a steady rate.
+"""Delivery (issues 13 and 28): notifications delivered by ``subscriptions/listen`` streams on one uvicorn worker,
+against a bare reader of the same engine (Redis Streams), while documents change at a steady rate.
 
-Two servers, one uvicorn process each (no reload, one worker), both on the Redis channel layer
+Two servers, one uvicorn process each (no reload, one worker), both on the Redis log
 (``MCP_REDIS_URL=redis://127.0.0.1:6379/<--redis-db>``; the benchmark owns that database and flushes it before
 every server it starts), both with ``benchmarks.settings_delivery`` (the demo's settings, ``STREAMS_PER_CALLER``
 raised):
@@ -9,9 +9,9 @@ raised):
 - ours: ``testproject.asgi:application``, the demo as deployed: real OAuth callers (django-oauth-toolkit tokens,
   scope ``documents:read``), each listener's token checked on its listen and its access to the document re-checked
   as the server does before each ``updated`` notification, on a fresh migrated SQLite file;
-- bare: ``benchmarks.bare_consumer:application``, a Channels ``AsyncHttpConsumer`` joining the groups
-  (``uri_group``) of the URIs the listen body asks for and writing each message as an SSE event: no
-  authentication, no access check, no limits, the floor of the channel layer and the ASGI server.
+- bare: ``benchmarks.bare_reader:application``, one ``XREAD BLOCK`` task on the same Redis stream writing each
+  ``updated`` event to the requests whose listen body asks for its URI: no Django, no authentication, no access
+  check, no limits, the floor of Redis Streams and the ASGI server.
 
 Data: ``--documents`` (20) documents of the demo's ``Document`` model owned round-robin by ``--users`` (4) users.
 N listeners are spread evenly over the documents (listener ``i`` watches document ``i % 20``) and each carries its
@@ -83,7 +83,7 @@ from benchmarks.bench_listeners import (
 from benchmarks.common import PROTOCOL_VERSION, RESULTS_DIR, ROOT, python_path, write_result
 
 SETTINGS = "benchmarks.settings_delivery"
-APPS = {"ours": "testproject.asgi:application", "bare": "benchmarks.bare_consumer:application"}
+APPS = {"ours": "testproject.asgi:application", "bare": "benchmarks.bare_reader:application"}
 RESOURCE_URI = "http://127.0.0.1:8000/mcp"  # every server's MCP_RESOURCE_URI: the audience the tokens are bound to
 URI_TEMPLATE = "learn://documents/{}"
 META = {"io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION, "io.modelcontextprotocol/clientCapabilities": {}}
@@ -834,7 +834,7 @@ def main() -> None:
         django.setup()
         data = prepare(env, args, max(sizes))
         print(
-            f"delivery: listeners on one uvicorn worker, ours vs a bare Channels AsyncHttpConsumer, "
+            f"delivery: listeners on one uvicorn worker, ours vs a bare reader of the Redis stream, "
             f"{args.documents} documents of {args.users} users, tokens {args.tokens}, Redis db {args.redis_db}, "
             f"{args.duration:g} s of updates per point; sweeps "
             + "; ".join(f"N={n:,}: {', '.join(f'{r:g}' for r in args.sweeps[n])}/s" for n in sizes),
