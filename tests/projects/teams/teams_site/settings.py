@@ -91,18 +91,9 @@ if os.environ.get("TEAMS_FAST_PASSWORDS"):
     PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
-CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 if os.environ.get("TEAMS_REDIS_URL"):
     CACHES = {
         "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["TEAMS_REDIS_URL"]}
-    }
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {
-                "hosts": [{"address": os.environ["TEAMS_REDIS_URL"], "socket_timeout": 30, "max_connections": 1000}]
-            },
-        }
     }
 
 # The team's own authorization server, as django-mcp-resources ships it (docs/oauth.md, "Your own authorization
@@ -119,6 +110,9 @@ MCP_RESOURCES = {
     "RESOURCE_URI": os.environ.get("TEAMS_RESOURCE_URI", "http://127.0.0.1:8000/mcp"),
     "SERVER_INFO": {"name": "teams", "title": "Teams"},
     "PAGE_SIZE": 20,
+    # Change notifications on the Redis log, shared by the workers (docs/subscriptions.md); without it, each
+    # process's own memory.
+    "DELIVERY_URL": os.environ.get("TEAMS_REDIS_URL") or None,
 }
 
 LOGGING = {
