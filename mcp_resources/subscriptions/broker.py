@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-import itertools
 import logging
 import os
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,8 +97,9 @@ class MemoryLog(Log):
     """The log of one process: what it publishes reaches only its own streams."""
 
     def __init__(self) -> None:
-        self.ids: deque[tuple[int, int]] = deque()
-        self.events: deque[Event] = deque()
+        self.ids: list[tuple[int, int]] = []  # from ``start`` on: the entries kept (lists: bisect in O(log n))
+        self.events: list[Event] = []
+        self.start = 0
         self.last = (0, 0)
         self.deleted = (0, 0)
         self.condition = threading.Condition()
@@ -117,25 +116,30 @@ class MemoryLog(Log):
             return event_id
 
     def _trim(self, oldest_ms: int) -> None:
-        while self.ids and (self.ids[0][0] < oldest_ms or len(self.ids) > MAX_EVENTS):
-            self.deleted = self.ids.popleft()
-            self.events.popleft()
+        start, ids = self.start, self.ids
+        while start < len(ids) and (ids[start][0] < oldest_ms or len(ids) - start > MAX_EVENTS):
+            start += 1
+        if start > self.start:
+            self.deleted = ids[start - 1]
+        if start > len(ids) // 2:  # compact now and then: amortized O(1) a trimmed entry
+            del self.ids[:start], self.events[:start]
+            start = 0
+        self.start = start
 
     def _after(self, position: str) -> int:
-        return bisect.bisect_right(self.ids, parse_id(position) or (0, 0))
+        return bisect.bisect_right(self.ids, parse_id(position) or (0, 0), lo=self.start)
 
     def read(self, position: str, timeout: float) -> list[Event]:
         with self.condition:
             if self._after(position) >= len(self.ids):
                 self.condition.wait(timeout)
-            return list(itertools.islice(self.events, self._after(position), None))
+            return self.events[self._after(position) :]
 
     def replay(self, position: str, limit: int) -> tuple[list[Event], bool]:
         point = parse_id(position) or (0, 0)
         with self.condition:
             start = self._after(position)
-            events = [self.events[i] for i in range(start, min(start + limit, len(self.events)))]
-            return events, point >= self.deleted and point <= self.last
+            return self.events[start : start + limit], point >= self.deleted and point <= self.last
 
     def last_id(self) -> str:
         return f"{self.last[0]}-{self.last[1]}"
@@ -263,10 +267,10 @@ def session_key(session_id: str) -> str:
     return hashlib.sha256(session_id.encode()).hexdigest()[:40]
 
 
-def publish_session(key: str, op: str, arg: str = "") -> None:
+def publish_session(key: str, op: str, arg: str = "") -> str | None:
     """Tell the GET stream of the session ``key`` (:func:`session_key`), in whichever process serves it:
     ``subscribe``/``unsubscribe`` ``arg`` (a URI), ``end``, or ``takeover`` by the stream ``arg``."""
-    publish({"k": SESSION, "t": key, "o": op, "a": arg})
+    return publish({"k": SESSION, "t": key, "o": op, "a": arg})
 
 
 def publish_token_changed(checksum: str) -> None:

@@ -142,6 +142,8 @@ class Stream:
         self.keys: set[tuple[str, str]] = set()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.released = False
+        self.takeover: str | None = None  # the log's id of this session stream's own takeover
+        self.takeovers: list[str] = []  # other streams' takeovers heard before this one's id was known
         self.done = asyncio.Event()
         self._waker: asyncio.Future[None] | None = None
 
@@ -267,7 +269,13 @@ class Stream:
         self._sync_keys()
         if plan.session_id is not None:
             key = broker.session_key(plan.session_id)
-            await sync_to_async(broker.publish_session, thread_sensitive=False)(key, "takeover", self.id)
+            # A GET stream ends when a newer one of its session takes over: newer by the log's order of their
+            # takeovers, whatever order the hub hears of them in.
+            self.takeover = await sync_to_async(broker.publish_session, thread_sensitive=False)(
+                key, "takeover", self.id
+            )
+            if any(self._newer(event_id) for event_id in self.takeovers):
+                self.end("replaced")
             if plan.resync is not None:
                 await self._resync()
 
@@ -362,13 +370,19 @@ class Stream:
         """Apply a session's control event (``plan.uris`` only: the caller syncs the hub)."""
         uris = self.plan.uris
         if event.op == "takeover" and event.arg != self.id:
-            self.end("replaced")
+            if self.takeover is None:
+                self.takeovers.append(event.id)  # decided once this stream's own takeover has its id
+            elif self._newer(event.id):
+                self.end("replaced")
         elif event.op == "end":
             self.end("session_ended")
         elif event.op == "subscribe" and event.arg not in uris and len(uris) < mcp_settings.uris_per_listen:
             uris.add(event.arg)
         elif event.op == "unsubscribe":
             uris.discard(event.arg)
+
+    def _newer(self, event_id: str) -> bool:
+        return self.takeover is None or broker.after(event_id, self.takeover)
 
     def _credentials_hold(self) -> bool:
         """In a worker thread, as one request for Django: whether the stream's credentials are still accepted."""
