@@ -119,6 +119,7 @@ class SSE:
         self.headers = {k.lower(): v for k, v in self.response.getheaders()}
         self.messages: queue.Queue[Any] = queue.Queue()
         self.seen: list[Any] = []
+        self.event_ids: list[str] = []
         self.ack: Any = None
         self.closed = threading.Event()
         if self.headers.get("content-type", "").startswith("text/event-stream"):
@@ -146,6 +147,8 @@ class SSE:
                     data = []
                 elif line.startswith("data: "):
                     data.append(line[6:])
+                elif line.startswith("id: "):
+                    self.event_ids.append(line[4:])
         except (OSError, ValueError, http.client.HTTPException):
             pass
         finally:
@@ -191,6 +194,33 @@ def doc_uri(pk: int) -> str:
 
 
 # Across processes ---------------------------------------------------------------------------------------------------
+
+
+def test_a_listener_resumes_on_the_other_process_with_its_last_event_id(
+    cluster: tuple[live.Server, live.Server], demo_project: live.Project, documents: dict[str, list[int]]
+) -> None:
+    """The worker a client listened on goes away (a deploy, a crash): the client listens on the other with the id
+    of the last notification it received, and receives what it missed meanwhile, from the shared log."""
+    a, b = cluster
+    first, second = documents["alice"][0], documents["alice"][1]
+    wanted = {"resourceSubscriptions": [doc_uri(first), doc_uri(second)]}
+    on_a = listen(a, "alice", "resume-a", wanted)
+    try:
+        touch(demo_project, first)
+        assert on_a.next() == updated(doc_uri(first), "resume-a")
+        last_seen = on_a.event_ids[-1]
+    finally:
+        on_a.close()
+    touch(demo_project, second)  # while the client is away
+    body = json.loads(listen_body("resume-b", wanted))
+    body["params"]["_meta"][EVENT_ID] = last_seen
+    on_b = SSE(b.url, "POST", listen_headers(b.token("alice")), json.dumps(body).encode())
+    try:
+        assert on_b.status == 200
+        assert on_b.next()["method"] == ACKNOWLEDGED
+        assert on_b.next() == updated(doc_uri(second), "resume-b")
+    finally:
+        on_b.close()
 
 
 def test_a_change_made_elsewhere_reaches_listeners_on_both_processes(
