@@ -78,7 +78,9 @@ class Reader(threading.Thread):
                     trimmed = time.monotonic()
                     self.log.trim(self.position)
             except Exception:
-                logger.exception("reading the log failed; reading again from %s", self.position)
+                # Logged with its traceback once per outage, then at DEBUG each second until the log answers.
+                log = logger.debug if failed else logger.exception
+                log("reading the log failed; reading again from %s", self.position)
                 failed = True
                 time.sleep(1)
                 continue
@@ -88,6 +90,7 @@ class Reader(threading.Thread):
                     self.position = events[-1].id
             if failed:  # what was trimmed meanwhile is found by each stream's catch-up
                 failed = False
+                logger.warning("reading the log again from %s", self.position)
                 for hub in hubs:
                     hub.call(hub.lag_all)
             if events:
