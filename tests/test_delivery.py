@@ -501,3 +501,30 @@ def test_the_memory_log_keeps_order_and_knows_its_window(monkeypatch: pytest.Mon
     assert log.replay(ids[0], 10)[1] is False
     assert log.replay(later, 10) == ([], True)
     assert fanout.CONCURRENT_DECISIONS >= 1
+
+
+def test_a_reader_no_open_stream_uses_stops_and_the_next_stream_starts_another(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A log's reader lives while an event loop with streams uses it: once every loop of its hubs has closed (or
+    ``DELIVERY_URL`` moved on), it stops instead of reading (and logging the outages of) that log for ever."""
+    log = broker.MemoryLog()
+    loop = asyncio.new_event_loop()
+    reader = fanout.reader_for(log)
+    fanout.Hub(reader, loop)
+    monkeypatch.setattr(fanout, "IDLE_SECONDS", 0.0)
+    assert fanout.reader_for(log) is reader  # a loop still open keeps it
+    loop.close()
+    reader.join(timeout=30)
+    assert reader.retired
+    assert not reader.is_alive()
+    with pytest.raises(fanout.ReaderRetired):
+        fanout.Hub(reader, asyncio.new_event_loop())
+    monkeypatch.setattr(fanout, "IDLE_SECONDS", 60.0)
+    again = fanout.reader_for(log)
+    assert again is not reader
+    assert again.is_alive()
+    other = asyncio.new_event_loop()
+    fanout.Hub(again, other)
+    monkeypatch.setattr(fanout, "IDLE_SECONDS", 0.0)
+    other.close()
+    again.join(timeout=30)
+    assert again.retired

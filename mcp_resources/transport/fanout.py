@@ -42,6 +42,9 @@ FAILED = "failed"
 """An access decision that raised: the streams concerned end (their clients resynchronise), nothing is withheld."""
 READ_SECONDS = 1.0
 TRIM_SECONDS = 10.0
+IDLE_SECONDS = 5.0
+"""A reader with no hub on an open event loop for this long stops: a log no stream uses any more (its loops closed,
+or ``DELIVERY_URL`` changed) is not read for ever. The next stream on that log starts a reader again."""
 
 counts: Counter[str] = Counter()
 """Delivery counters of this process (see :func:`delivery_counts`)."""
@@ -67,19 +70,41 @@ class Reader(threading.Thread):
         self.position = log.last_id()
         self.hubs: set[Hub] = set()
         self.lock = threading.Lock()
+        self.retired = False
+
+    def live_hubs(self) -> list[Hub]:
+        """The hubs whose event loops are still open (the others are forgotten)."""
+        with self.lock:
+            self.hubs = {hub for hub in self.hubs if not hub.loop.is_closed()}
+            return list(self.hubs)
+
+    def retire(self) -> bool:
+        """Stop, unless a hub joined meanwhile; :func:`reader_for` then starts a new reader for the log."""
+        with _readers_lock, self.lock:
+            if self.hubs:
+                return False
+            self.retired = True
+            if _readers.get(id(self.log)) is self:
+                del _readers[id(self.log)]
+            return True
 
     def run(self) -> None:
         failed = False
-        trimmed = time.monotonic()
+        trimmed = idle_since = time.monotonic()
         while True:
+            if self.live_hubs():
+                idle_since = time.monotonic()
+            elif time.monotonic() - idle_since > IDLE_SECONDS and self.retire():
+                return
             try:
                 events = self.log.read(self.position, READ_SECONDS)
                 if time.monotonic() - trimmed > TRIM_SECONDS:
                     trimmed = time.monotonic()
                     self.log.trim(self.position)
             except Exception:
-                # Logged with its traceback once per outage, then at DEBUG each second until the log answers.
-                log = logger.debug if failed else logger.exception
+                # Logged with its traceback once per outage while streams wait on it (then at DEBUG each second until
+                # the log answers); a log no open stream uses is only logged at DEBUG while the reader winds down.
+                log = logger.debug if failed or not self.live_hubs() else logger.exception
                 log("reading the log failed; reading again from %s", self.position)
                 failed = True
                 time.sleep(1)
@@ -107,10 +132,14 @@ _readers_lock = threading.Lock()
 def reader_for(log: Log) -> Reader:
     with _readers_lock:
         reader = _readers.get(id(log))
-        if reader is None or reader.log is not log or not reader.is_alive():
+        if reader is None or reader.log is not log or reader.retired or not reader.is_alive():
             reader = _readers[id(log)] = Reader(log)
             reader.start()
         return reader
+
+
+class ReaderRetired(Exception):
+    """The reader stopped (no open stream used its log) before a hub could join it."""
 
 
 class Hub:
@@ -125,6 +154,8 @@ class Hub:
         self.deciding = asyncio.Semaphore(CONCURRENT_DECISIONS)
         self.reader = reader
         with self.reader.lock:
+            if reader.retired:
+                raise ReaderRetired
             self.position = self.reader.position
             self.reader.hubs.add(self)
 
@@ -198,11 +229,14 @@ async def get_hub() -> Hub:
     loop = asyncio.get_running_loop()
     log = broker.get_log()
     hub = _hubs.get(loop)
-    if hub is None or hub.log is not log:
+    while hub is None or hub.log is not log or hub.reader.retired:
         reader = await sync_to_async(reader_for, thread_sensitive=False)(log)
         hub = _hubs.get(loop)
-        if hub is None or hub.log is not log:
-            hub = _hubs[loop] = Hub(reader, loop)
+        if hub is None or hub.log is not log or hub.reader.retired:
+            try:
+                hub = _hubs[loop] = Hub(reader, loop)
+            except ReaderRetired:  # it stopped between reader_for() and now: start another
+                hub = None
     return hub
 
 
