@@ -424,6 +424,28 @@ async def test_the_revocation_endpoint_ends_the_stream(alice: Any, make_token: C
     await stream.finished()
 
 
+async def test_disconnecting_a_client_on_the_connected_apps_page_ends_its_stream(
+    alice: Any, make_token: Callable[..., str]
+) -> None:
+    """A person who takes an AI client back on the connected-apps page ends its open listen streams at once, with
+    the final result, as a revocation does."""
+    (doc,) = await in_thread(documents, alice, 1)
+    token = await in_thread(make_token, alice)
+    stream, _ = await listen(token, "disconnected", {"resourceSubscriptions": [uri(doc)]})
+    from django.test import Client
+    from oauth2_provider.models import get_access_token_model
+
+    def disconnect() -> int:
+        client_id = get_access_token_model().objects.get(user=alice).application.client_id
+        client = Client()
+        client.force_login(alice)
+        return client.post("/o/connected/", {"client_id": client_id}).status_code
+
+    assert await in_thread(disconnect) == 303
+    assert await stream.until_closed(5) == [final_result("disconnected")]
+    await stream.finished()
+
+
 # Under Django's own ASGI handler ---------------------------------------------------------------------------------
 
 
