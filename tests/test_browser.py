@@ -97,9 +97,22 @@ def browser() -> Iterator[Any]:
 
 
 def by_css(driver: Any, selector: str) -> Any:
+    """The element ``selector`` finds, once the page that holds it has loaded (a click that submits a form may
+    return before the browser has followed the redirects it answers with)."""
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
 
-    return driver.find_element(By.CSS_SELECTOR, selector)
+    return WebDriverWait(driver, 30).until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, selector)))
+
+
+def wait_for_text(driver: Any, text: str) -> None:
+    """Wait until the page's body holds ``text`` (the page a form's redirect leads to has loaded)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, 30).until(expected_conditions.text_to_be_present_in_element((By.TAG_NAME, "body"), text))
 
 
 def register(server: live.Server, redirect_uri: str) -> str:
@@ -135,6 +148,7 @@ def test_sign_in_consent_and_disconnect_in_a_browser(browser: Any, demo_server: 
     by_css(browser, "#login-form button[type=submit]").click()
 
     # Consent: who asks, for what, where the browser goes back to.
+    by_css(browser, "#authorizationForm")
     assert urlsplit(browser.current_url).path == "/o/authorize/"
     text = by_css(browser, "body").text
     assert f"{CLIENT_NAME} asks to act on your behalf" in text
@@ -174,6 +188,7 @@ def test_sign_in_consent_and_disconnect_in_a_browser(browser: Any, demo_server: 
     assert "Read your documents and notes" in mine[0].text
     assert "Last used" in mine[0].text
     mine[0].find_element("css selector", "button[name=disconnect]").click()
+    wait_for_text(browser, f"{CLIENT_NAME} is disconnected")
     assert urlsplit(browser.current_url).path == "/o/connected/"
     page = by_css(browser, "body").text
     assert f"{CLIENT_NAME} is disconnected" in page
