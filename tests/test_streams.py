@@ -1306,3 +1306,45 @@ async def test_an_overridden_check_readable_decides_every_update(
     that bypassed it."""
     server = HidingServer(set())
     await revoke_after_the_ack(server, server.refused, people, make_token, settings, callers)
+
+
+# Encoding once per event ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("subscription_id", [7, 'a"b\u00e9\\', None, ["x", 1.5]])
+@pytest.mark.parametrize("session_id", [None, "s"])
+def test_an_update_encoded_once_for_all_streams_is_each_streams_own_notification(
+    subscription_id: Any, session_id: str | None
+) -> None:
+    """An ``updated`` frame is encoded once per event and the listen's subscription id spliced in: the bytes are
+    those the stream's own encoding writes, for any URI and id (quotes, non-ASCII, a lone surrogate)."""
+    uri = 'x://doc/"\u00e9\\\ud800'
+    plan = streams.StreamPlan(
+        owner="o",
+        uris={uri},
+        list_changed=False,
+        check=lambda _uri: True,
+        subscription_id=subscription_id,
+        session_id=session_id,
+    )
+    stream = streams.Stream(plan)
+    event = streams.Event("1733400000000-12", "updated", uri)
+    expected = stream.notification("notifications/resources/updated", {"uri": uri}, event.id)
+    assert stream._updated(event, True) == expected
+    assert json.loads(expected.split(b"data: ", 1)[1])["params"]["uri"] == uri
+
+
+def test_a_streams_response_serves_its_own_bytes_unless_a_middleware_replaced_them() -> None:
+    """Served as they are made (no wrapper per chunk), unless a middleware set its own iterator: then that one."""
+    plan = streams.StreamPlan(owner="o", uris=set(), list_changed=True, check=lambda _uri: True, subscription_id=1)
+    response = streams.EventStreamResponse(streams.Stream(plan))
+    assert response.streaming_content is response.events
+
+    async def lowered(content: Any) -> Any:
+        async for chunk in content:
+            yield chunk.lower()
+
+    replaced = lowered(response.streaming_content)
+    response.streaming_content = replaced
+    assert response.streaming_content is not response.events
+    assert response.is_async

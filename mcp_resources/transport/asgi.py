@@ -48,6 +48,7 @@ import contextlib
 import io
 import logging
 import sys
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
@@ -166,19 +167,31 @@ class MCPEndpoint:
     async def _stream(streamed: Streamed, receive: Receive, send: Send) -> None:
         """Serve a stream's response on this loop: its headers as the middleware left them, then its iterator's
         chunks until it ends, the client disconnects or stops reading (a write waits past
-        ``STREAM_SEND_TIMEOUT_SECONDS``)."""
+        ``STREAM_SEND_TIMEOUT_SECONDS``: :class:`SendWatch`)."""
         response = streamed.response
         stream = response.stream
         watcher = asyncio.ensure_future(_watch_disconnect(receive, None, stream.disconnected))
         headers = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in streamed.headers]
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        watch = SendWatch.of(loop)
+        sending, clock = watch.sending, loop.time
         try:
             await stream.open()  # joined before the client hears of the stream: nothing published after is missed
             await send({"type": "http.response.start", "status": streamed.status, "headers": headers})
-            async for chunk in response.streaming_content:  # type: ignore[union-attr]
-                async with asyncio.timeout(mcp_settings.stream_send_timeout_seconds):
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            async for chunk in response.streaming_content:
+                sending[task] = clock()
+                if watch.task is None:
+                    watch.start()
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                del sending[task]
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except asyncio.CancelledError:
+            if task in watch.timed_out and task.uncancel() == 0:
+                counts["ended_send_timeout"] += 1
+                logger.warning("stream %s ended: a write waited past STREAM_SEND_TIMEOUT_SECONDS", stream.id)
+                return
             # The server cancels its connections at shutdown: a listen gets its final result, written at once (no
             # timer task, so the bytes reach the transport before the server stops the loop).
             stream.end("shutdown")
@@ -186,12 +199,11 @@ class MCPEndpoint:
             with contextlib.suppress(Exception):
                 await send({"type": "http.response.body", "body": final or b"", "more_body": False})
             raise
-        except TimeoutError:
-            counts["ended_send_timeout"] += 1
-            logger.warning("stream %s ended: a write waited past STREAM_SEND_TIMEOUT_SECONDS", stream.id)
         except OSError:
             logger.debug("stream %s: the client has gone", stream.id)
         finally:
+            sending.pop(task, None)
+            watch.timed_out.discard(task)
             watcher.cancel()
             stream.disconnected()
             await sync_to_async(response.close, thread_sensitive=False)()
@@ -278,6 +290,44 @@ class MCPEndpoint:
             headers.append((b"content-length", str(len(answer.body)).encode("ascii")))
         await send({"type": "http.response.start", "status": answer.status, "headers": headers})
         await send({"type": "http.response.body", "body": answer.body})
+
+
+class SendWatch:
+    """The streams' writes under way on one event loop, and one task that ends those waiting past
+    ``STREAM_SEND_TIMEOUT_SECONDS`` (a client that stops reading), looking every quarter of it (at most every
+    second), where a timeout around each write would cost a timer per chunk. The task stops once no write is
+    under way when it looks, and the next write starts it again."""
+
+    _watches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SendWatch] = weakref.WeakKeyDictionary()
+
+    def __init__(self) -> None:
+        self.sending: dict[asyncio.Task[Any], float] = {}  # task -> since when
+        self.timed_out: set[asyncio.Task[Any]] = set()
+        self.task: asyncio.Task[None] | None = None
+
+    @classmethod
+    def of(cls, loop: asyncio.AbstractEventLoop) -> SendWatch:
+        watch = cls._watches.get(loop)
+        if watch is None:
+            watch = cls._watches[loop] = cls()
+        return watch
+
+    def start(self) -> None:
+        if self.task is None:
+            self.task = asyncio.get_running_loop().create_task(self.run())
+
+    async def run(self) -> None:
+        try:
+            while self.sending:
+                timeout = mcp_settings.stream_send_timeout_seconds
+                await asyncio.sleep(min(1.0, timeout / 4))
+                now = asyncio.get_running_loop().time()
+                for task, since in list(self.sending.items()):
+                    if now - since > timeout and task not in self.timed_out:
+                        self.timed_out.add(task)
+                        task.cancel()
+        finally:
+            self.task = None
 
 
 def wsgi_environ(scope: Scope, body: bytes) -> dict[str, Any]:

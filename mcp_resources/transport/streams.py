@@ -16,6 +16,7 @@ client to list and read again (``list_changed`` and ``updated`` for each of its 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import secrets
 import threading
@@ -101,6 +102,19 @@ def sse(payload: dict[str, Any], event_id: str | None = None) -> bytes:
     return head + b"event: message\r\ndata: " + jsonrpc.dumps(payload) + b"\r\n\r\n"
 
 
+@functools.lru_cache(maxsize=1024)
+def updated_frame(uri: str, event_id: str, stateless: bool) -> tuple[bytes, bytes]:
+    """The ``updated`` notification of ``uri`` at ``event_id``, encoded once for all its streams: a session's GET
+    stream writes the first part alone; a listen writes its JSON-encoded subscription id between the two (the
+    bytes of :meth:`Stream.notification`)."""
+    message = {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}}
+    if not stateless:
+        return sse(message, event_id), b""
+    head = sse(message, event_id)[: -len(b"}}\r\n\r\n")]
+    meta = b',"_meta":{' + jsonrpc.dumps(SUBSCRIPTION_ID_META) + b":"
+    return head + meta, b"," + jsonrpc.dumps(EVENT_ID_META) + b":" + jsonrpc.dumps(event_id) + b"}}}\r\n\r\n"
+
+
 def acquire(plan: StreamPlan) -> bool:
     """Count a stream of ``plan``'s caller, unless it holds ``STREAMS_PER_CALLER`` already (a session's GET that
     replaces the session's open one is never refused)."""
@@ -146,6 +160,9 @@ class Stream:
         self.takeovers: list[str] = []  # other streams' takeovers heard before this one's id was known
         self.done = asyncio.Event()
         self._waker: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None  # wakes the stream for a keep-alive or its expiry
+        self._timer_at = 0.0
+        self.subscription = jsonrpc.dumps(plan.subscription_id)  # spliced into the updates of a listen
 
     # Fed by the hub ------------------------------------------------------------------------------------------
 
@@ -162,7 +179,12 @@ class Stream:
         self.queue.append((event, decision))
         if event.kind == broker.UPDATED:
             self.updates[event.target] += 1
-        self._wake()
+        if len(self.queue) > 1:
+            return  # the stream is busy with the head of its queue: it comes to this event by itself
+        if decision is None or decision.done():
+            self._wake()
+        else:  # woken once there is something to write, not twice
+            decision.add_done_callback(self._decided)
 
     def fall_behind(self) -> None:
         """Drop the queue: the stream catches up from the log after its cursor."""
@@ -190,6 +212,13 @@ class Stream:
         waker = self._waker
         if waker is not None and not waker.done():
             waker.set_result(None)
+
+    def _decided(self, _decision: asyncio.Future[Any]) -> None:
+        self._wake()
+
+    def _timed_out(self) -> None:
+        self._timer = None
+        self._wake()
 
     # Membership ----------------------------------------------------------------------------------------------
 
@@ -300,9 +329,8 @@ class Stream:
                         yield chunk
                     continue
                 if self.queue:
-                    written = await self._next(*self.queue.popleft())
-                    if written is not None:
-                        counts["delivered"] += 1
+                    written = await self._written()
+                    if written:
                         last_write = time.monotonic()
                         yield written
                     continue
@@ -311,23 +339,51 @@ class Stream:
                     last_write = time.monotonic()
                     yield b": keep-alive\r\n\r\n"
                     continue
-                await self._wait(keepalive_at - time.monotonic())
+                await self._wait(keepalive_at)
         except Exception:
             logger.exception("stream %s failed", self.id)
             self.end("failed")
         finally:
+            if self._timer is not None:
+                self._timer.cancel()
             self.release()
         final = self.final()
         if final is not None:
             yield final
 
-    async def _wait(self, timeout: float) -> None:
+    async def _written(self) -> bytes:
+        """The bytes of the queued events that are ready, in order, as one write: the head's decision is awaited,
+        the events after it are taken while theirs are known."""
+        chunks: list[bytes] = []
+        queue = self.queue
+        while queue and self.ending is None and not self.behind:
+            event, decision = queue[0]
+            if chunks and decision is not None and not decision.done():
+                break
+            queue.popleft()
+            chunk = await self._next(event, decision)
+            if chunk is not None:
+                chunks.append(chunk)
+        counts["delivered"] += len(chunks)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    async def _wait(self, keepalive_at: float) -> None:
+        """Until woken (an event, the stream's end), or until ``keepalive_at`` (``time.monotonic()``) or the token's
+        expiry. One timer serves many waits: one due later than needed is replaced, one due earlier wakes the
+        stream to find nothing to do and wait again (once a keep-alive interval on a busy stream)."""
+        wake_at = keepalive_at
         if self.plan.expires_at is not None:
-            timeout = min(timeout, self.plan.expires_at - time.time())
-        assert self.loop is not None
-        self._waker = self.loop.create_future()
+            wake_at = min(wake_at, time.monotonic() + self.plan.expires_at - time.time())
+        loop = self.loop
+        assert loop is not None
+        if self._timer is None or self._timer_at > wake_at:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer_at = wake_at
+            self._timer = loop.call_later(max(0.0, wake_at - time.monotonic()), self._timed_out)
+        self._waker = loop.create_future()
         try:
-            await asyncio.wait({self._waker}, timeout=max(0.0, timeout))
+            await self._waker
         finally:
             self._waker = None
 
@@ -363,7 +419,8 @@ class Stream:
             counts["withheld"] += 1
             logger.debug("stream %s: access to %s is gone; update withheld", self.id, event.target[:200])
         else:
-            return self.notification("notifications/resources/updated", {"uri": event.target}, event.id)
+            head, tail = updated_frame(event.target, event.id, self.plan.stateless)
+            return head + self.subscription + tail if self.plan.stateless else head
         return None
 
     def _control(self, event: Event) -> None:
@@ -475,14 +532,31 @@ class Stream:
         return chunks, cursor, False
 
 
+_STREAMING_CONTENT: property = vars(StreamingHttpResponse)["streaming_content"]
+
+
 class EventStreamResponse(StreamingHttpResponse):
     """A stream as a Django response: ``text/event-stream`` over :meth:`Stream.events`, the stream at ``.stream``."""
 
     def __init__(self, stream: Stream, headers: dict[str, str] | None = None) -> None:
-        super().__init__(stream.events(), content_type="text/event-stream", headers=headers)
+        self.events = stream.events()
+        super().__init__(self.events, content_type="text/event-stream", headers=headers)
         self["Cache-Control"] = "no-cache, no-transform"
         self["X-Accel-Buffering"] = "no"
         self.stream = stream
+
+    @property
+    def streaming_content(self) -> Any:
+        """The stream's bytes as it makes them (already bytes: not wrapped again per chunk), unless a middleware
+        replaced them with its own iterator, which Django's wrapper then serves as for any response."""
+        if self.own:
+            return self.events
+        return _STREAMING_CONTENT.__get__(self)
+
+    @streaming_content.setter
+    def streaming_content(self, value: Any) -> None:
+        self.own = value is self.events
+        _STREAMING_CONTENT.__set__(self, value)
 
     def close(self) -> None:
         self.stream.release()
