@@ -4,9 +4,10 @@
   notifications (:class:`~mcp_resources.subscriptions.notifier.ModelChangeNotifier`).
 - A static resource registered or removed from code starts or stops its live subscription and tells listeners
   that the list changed (:data:`~mcp_resources.signals.resource_registered`, ``resource_unregistered``).
-- A cached access token is evicted as soon as this process changes or deletes it, or its user
-  (:mod:`mcp_resources.auth.tokencache`); the change is published, so the streams opened with that token, in every
-  process, check it again (a revoked token ends them).
+- A cached access token is evicted as soon as this process changes or deletes it, its user or its application
+  (:mod:`mcp_resources.auth.tokencache`); the change is published as a change of each token concerned, so the
+  streams opened with those tokens, in every process, authenticate again (a revoked token, a deactivated or deleted
+  user, end them). Deleting a user or an application deletes its tokens, each with its own signal.
 - A person who takes back an OAuth client's access (:data:`~mcp_resources.signals.client_revoked`) loses the
   2025-11-25 sessions they opened through it, and their GET streams end.
 - A changed setting (``override_settings`` in tests) empties the token cache and forgets what was derived from it:
@@ -15,6 +16,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.apps import apps
@@ -26,7 +28,7 @@ from django.dispatch import receiver
 from mcp_resources.auth import loading
 from mcp_resources.auth.authentication import subject_of
 from mcp_resources.auth.tokencache import token_cache
-from mcp_resources.auth.tokens import token_and_user_models
+from mcp_resources.auth.tokens import application_model, live_token_checksums, token_and_user_models
 from mcp_resources.listing import compiled
 from mcp_resources.registries import ResourceRegistry, registry
 from mcp_resources.resources import RegisteredResource
@@ -40,6 +42,8 @@ from mcp_resources.subscriptions.live import LiveSubscription
 from mcp_resources.subscriptions.notifier import ModelChangeNotifier
 from mcp_resources.transport.sessions import default_store
 
+logger = logging.getLogger("mcp_resources.auth")
+
 
 def connect() -> None:
     """Connect the receivers that need the app registry (model signals); called from ``ready()``."""
@@ -51,8 +55,11 @@ def connect() -> None:
         token_model, user_model = token_and_user_models()
         post_save.connect(_evict_token, sender=token_model, dispatch_uid="mcp_resources.evict_saved_token")
         post_delete.connect(_evict_token, sender=token_model, dispatch_uid="mcp_resources.evict_deleted_token")
-        post_save.connect(_evict_user, sender=user_model, dispatch_uid="mcp_resources.evict_saved_user")
+        post_save.connect(_user_saved, sender=user_model, dispatch_uid="mcp_resources.evict_saved_user")
         post_delete.connect(_evict_user, sender=user_model, dispatch_uid="mcp_resources.evict_deleted_user")
+        post_save.connect(
+            _application_saved, sender=application_model(), dispatch_uid="mcp_resources.application_saved"
+        )
 
 
 def _start_live(resource: RegisteredResource) -> None:
@@ -107,6 +114,36 @@ def _evict_token(sender: Any, instance: Any, **kwargs: Any) -> None:
 
 def _evict_user(sender: Any, instance: Any, **kwargs: Any) -> None:
     token_cache.discard_user(instance.pk)
+
+
+def _user_saved(sender: Any, instance: Any, created: bool = False, raw: bool = False, **kwargs: Any) -> None:
+    """A user saved (deactivated, a new password, any field the authentication may look at): its tokens changed."""
+    token_cache.discard_user(instance.pk)
+    if not created and not raw:
+        _tokens_changed(kwargs.get("using"), user=instance)
+
+
+def _application_saved(sender: Any, instance: Any, created: bool = False, raw: bool = False, **kwargs: Any) -> None:
+    """An application saved (a swapped model's ``is_usable()`` may refuse its tokens now): its tokens changed."""
+    if not created and not raw:
+        _tokens_changed(kwargs.get("using"), application=instance)
+
+
+def _tokens_changed(using: str | None, **filters: Any) -> None:
+    """Once the change is committed, publish a change of each unexpired token matching ``filters``: the streams opened
+    with them authenticate again, in every process (evicted from this process's token cache too)."""
+
+    def publish() -> None:
+        try:
+            checksums = live_token_checksums(**filters)
+        except Exception:
+            logger.exception("could not find the access tokens of a changed %s", ", ".join(filters))
+            return
+        for checksum in checksums:
+            token_cache.discard(checksum)
+            publish_token_changed(checksum)
+
+    transaction.on_commit(publish, using=using)
 
 
 @receiver(client_revoked, dispatch_uid="mcp_resources.client_revoked")

@@ -124,6 +124,13 @@ class BaseAuthentication:
     for credentials that were sent but are not valid.
     """
 
+    credential_changes_published: bool = False
+    """Whether every change that makes :meth:`authenticate` answer otherwise for credentials it accepted is published
+    on the delivery log as a change of the bearer token (``publish_token_changed`` with the token's SHA-256, the
+    ``token_checksum`` django-oauth-toolkit stores). Then an open stream authenticates its caller once and again only
+    when its token's change arrives; otherwise (the default) it authenticates the caller again before every update,
+    as changes to other credentials (a session cookie, an API key) reach no stream."""
+
     def authenticate(self, request: HttpRequest) -> Principal:
         request.user = AnonymousUser()
         request.auth = None  # type: ignore[attr-defined]
@@ -219,6 +226,12 @@ class OAuth2Authentication(BaseAuthentication):
     on), its user is active and that user's subject is valid. Validated tokens may be served from the bounded
     cache of :mod:`mcp_resources.auth.tokencache` for ``TOKEN_CACHE_TTL_SECONDS``.
     """
+
+    credential_changes_published = True
+    """The app's receivers publish a change of the token for every save or delete of the token row (revocation, the
+    admin, a cascade from deleting its user or application), of its user and of its application
+    (:mod:`mcp_resources.receivers`). A subclass (or an ``OAUTH2_VALIDATOR_CLASS``) that refuses tokens for anything
+    else publishes those changes too, or sets this to ``False``."""
 
     token_cache_size: int = 1024
     """The most tokens the per-process cache holds (the least recently used are dropped first). Subclass to change

@@ -13,6 +13,22 @@ def token_and_user_models() -> tuple[Any, Any]:
     return get_access_token_model(), get_user_model()
 
 
+def live_token_checksums(**filters: Any) -> list[str]:
+    """The ``token_checksum`` of every unexpired access token matching ``filters`` (``user=``, ``application=``)."""
+    from django.utils import timezone
+
+    token_model, _user_model = token_and_user_models()
+    rows = token_model._default_manager.filter(expires__gt=timezone.now(), **filters)
+    return [str(checksum) for checksum in rows.values_list("token_checksum", flat=True) if checksum]
+
+
+def application_model() -> Any:
+    """django-oauth-toolkit's application model (swappable)."""
+    from oauth2_provider.models import get_application_model
+
+    return get_application_model()
+
+
 def authorization_server_scopes() -> list[str]:
     """The scopes django-oauth-toolkit declares (``OAUTH2_PROVIDER["SCOPES"]``, through its scopes backend)."""
     from oauth2_provider.scopes import get_scopes_backend

@@ -167,6 +167,11 @@ class Stream:
     # Fed by the hub ------------------------------------------------------------------------------------------
 
     def push(self, event: Event, decision: asyncio.Future[Any] | None) -> None:
+        if event.kind == broker.TOKEN:
+            # In the log's order, behind or not: the decisions of later updates authenticate the caller again.
+            changed = getattr(self.plan.check, "credentials_changed", None)
+            if changed is not None:
+                changed()
         if self.ending is not None or self.behind:
             return
         if event.kind == broker.SESSION:
@@ -448,9 +453,12 @@ class Stream:
             return True
         signals.request_started.send(sender=Stream)
         try:
-            return bool(holds())
+            held = bool(holds())
         finally:
             signals.request_finished.send(sender=Stream)
+        if held:  # the token's expiry as it is now
+            self.plan.expires_at = getattr(self.plan.check, "expires_at", self.plan.expires_at)
+        return held
 
     async def _resync(self) -> None:
         """Align a GET stream with its session's stored subscriptions (changes made before it joined)."""

@@ -25,6 +25,7 @@ from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
 from mcp_resources import telemetry
+from mcp_resources.auth.tokencache import token_cache
 from mcp_resources.conf import mcp_settings
 from mcp_resources.exceptions import (
     AuthenticationRequired,
@@ -79,13 +80,23 @@ def json_response(
 
 
 class StreamAccess:
-    """How an open stream re-checks its caller: authenticate the opening request again, then ask the server.
+    """How an open stream re-checks its caller before each update: who the caller is, then what it may read.
+
+    When the authentication class declares that every change to what it accepts travels on the delivery log as a
+    change of the bearer token (:attr:`~mcp_resources.auth.BaseAuthentication.credential_changes_published`, on for
+    :class:`~mcp_resources.auth.OAuth2Authentication`), the stream authenticates its opening request once, at its
+    first decision, keeps the caller (``request.user`` and the principal), and authenticates again only when its
+    token's change arrives (:meth:`credentials_changed`, :meth:`credentials_hold`). Any other credentials (a session
+    cookie, a project's own authentication, the test client's principal) are authenticated again before every
+    update. Access to the URI is asked of the server on every update either way.
 
     Streams opened with the same credentials (``caller``) share one decision per change, and
     :meth:`check_each` decides for several callers of one server in as few queries as the template allows.
     """
 
-    def __init__(self, view: MCPView, request: HttpRequest, protocol_version: str) -> None:
+    def __init__(
+        self, view: MCPView, request: HttpRequest, protocol_version: str, principal: Principal | None = None
+    ) -> None:
         self.view = view
         self.request = request
         self.protocol_version = protocol_version
@@ -108,26 +119,78 @@ class StreamAccess:
             else None
         )
         """SHA-256 of the bearer token, as django-oauth-toolkit's ``token_checksum`` stores it."""
+        self.expires_at: float | None = None if principal is None else principal.expires_at
+        """The expiry of the credentials as last authenticated (a token change may move it)."""
+        self.keeps = (
+            principal is not None
+            and forced is None
+            and bool(getattr(mcp_settings.authentication_class, "credential_changes_published", False))
+            and (self.token_checksum is not None or not principal.authenticated)
+        )
+        """Whether the caller is kept between token changes; else it is authenticated again before every update
+        (changes to its credentials do not travel on the log: nothing would tell the stream)."""
+        # Authenticated at the first decision, once the stream hears its token's changes (a change between the
+        # opening request and the stream joining its hub is not missed), then kept until the next change.
+        self._kept: CallContext | None = None
+        self._generation = 0
 
-    def context(self) -> CallContext:
-        """The caller as it is now; raise :exc:`CredentialsRejected` when its credentials no longer hold."""
+    def authenticate(self) -> CallContext:
+        """The caller as its credentials authenticate now; raise :exc:`CredentialsRejected` when they no longer
+        hold."""
         # A copy: changes of several URIs are decided at once, and authenticating sets attributes on the request.
         request = copy.copy(self.request)
         try:
             principal = self.view.authenticate(request)
         except AuthenticationRequired as exc:
             raise CredentialsRejected() from exc
+        self.expires_at = principal.expires_at
         return CallContext(request, self.protocol_version, principal, streams=True)
+
+    def context(self) -> CallContext:
+        """The caller for one decision: a copy of the kept caller (authenticated again first when its token changed
+        since), or the credentials authenticated again; raise :exc:`CredentialsRejected` when they no longer hold."""
+        if not self.keeps:
+            return self.authenticate()
+        kept = self._kept
+        if kept is None:
+            generation = self._generation
+            ctx = self.authenticate()
+            if generation != self._generation:  # the token changed again meanwhile: not kept
+                return ctx
+            self._kept = kept = ctx
+        return self._fresh(kept)
+
+    @staticmethod
+    def _fresh(kept: CallContext) -> CallContext:
+        # The request and its user copied: what a decision caches on them (permissions, related objects) is not
+        # kept for the next one, which reads them again as a request would.
+        request = copy.copy(kept.request)
+        request.user = copy.copy(kept.request.user)
+        return CallContext(request, kept.protocol_version, kept.principal, streams=True)
+
+    def credentials_changed(self) -> None:
+        """The log says the stream's token changed (on the event loop, in the log's order): decisions started from
+        now on authenticate again, past the token cache."""
+        self._generation += 1
+        self._kept = None
+        if self.token_checksum is not None:
+            token_cache.discard(self.token_checksum)
 
     def __call__(self, uri: str) -> bool:
         return self.server.may_read(uri, self.context())
 
     def credentials_hold(self) -> bool:
-        """Whether the stream's credentials are still accepted (checked when its token changes)."""
+        """Whether the stream's credentials are still accepted (checked when its token changes): authenticated again,
+        past the token cache, and kept as they are now."""
+        if self.token_checksum is not None:
+            token_cache.discard(self.token_checksum)  # cached by this process before the change, maybe elsewhere
+        generation = self._generation
         try:
-            self.context()
+            ctx = self.authenticate()
         except CredentialsRejected:
             return False
+        if self.keeps and generation == self._generation:
+            self._kept = ctx
         return True
 
     @classmethod
@@ -433,7 +496,7 @@ class MCPView(View):
         if session is None:
             return error_response(InvalidRequest("Session not found", request_id=None), 404)
         last_event_id = header(request, "Last-Event-ID")
-        access = self._checker(request, session.protocol_version)
+        access = self._checker(request, session.protocol_version, principal)
         plan = StreamPlan(
             owner=owner_of(principal),
             uris=set(session.subscriptions),
@@ -451,12 +514,13 @@ class MCPView(View):
 
     # Streams (prepared here in a worker thread, served on the event loop) ------------------------------------
 
-    def _checker(self, request: HttpRequest, protocol_version: str) -> StreamAccess:
-        """Re-authenticate the stream's request and re-check read access to ``uri`` (before each update).
+    def _checker(self, request: HttpRequest, protocol_version: str, principal: Principal) -> StreamAccess:
+        """Re-check the stream's caller (``request``, which authenticated as ``principal``) and its read access to
+        ``uri`` before each update (:class:`StreamAccess`).
 
         Credentials that are no longer accepted raise :exc:`CredentialsRejected`: the stream ends.
         """
-        return StreamAccess(self, request, protocol_version)
+        return StreamAccess(self, request, protocol_version, principal)
 
     def listen(self, request: HttpRequest, message: jsonrpc.Message, ctx: CallContext) -> HttpResponseBase:
         """``subscriptions/listen``: validated by the server's method, answered with a stream."""
@@ -481,7 +545,7 @@ class MCPView(View):
                 if operation is not None:
                     operation.fail(exc.code, exc.message)
                 return error_response(exc.with_id(message.id))
-        access = self._checker(request, ctx.protocol_version)
+        access = self._checker(request, ctx.protocol_version, ctx.principal)
         plan = StreamPlan(
             owner=owner_of(ctx.principal),
             uris=set(result.get("resourceSubscriptions", [])),
