@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.core import signals
 from django.core.asgi import get_asgi_application
 
 from mcp_resources.protocol.versions import V2025_11_25
@@ -172,6 +173,35 @@ async def test_one_access_decision_per_caller_and_change(
     assert 1 <= len(decided) <= 3
     for stream in opened:
         await stream.disconnect()
+
+
+async def test_the_uris_changed_meanwhile_are_decided_in_one_thread_hop() -> None:
+    """Changes of several URIs that wait for a decision together are decided in one worker-thread hop, one request
+    for Django (before: one hop, one request and so one database connection per URI), each with its own answer."""
+    targets = [f"learn://documents/{n}" for n in range(5)]
+    opened = []
+    for target in targets:
+        plan = StreamPlan(owner="b", uris={target}, list_changed=False, check=lambda u: u.endswith(("1", "3")))
+        opened.append(Stream(plan))
+        await opened[-1].open()
+    started: list[object] = []
+
+    def count(sender: object, **kwargs: Any) -> None:
+        started.append(sender)
+
+    signals.request_started.connect(count)
+    try:
+        hub = await fanout.get_hub()
+        hub.receive([broker.Event(f"{10**12}-{n}", broker.UPDATED, target) for n, target in enumerate(targets)])
+        decisions = [stream.queue[0][1] for stream in opened]
+        answers = [await asyncio.wait_for(decision, 10) for decision in decisions]  # type: ignore[arg-type]
+    finally:
+        signals.request_started.disconnect(count)
+        for stream in opened:
+            stream.disconnected()
+            stream.release()
+    assert started.count(fanout.Hub) == 1
+    assert [answers[n][stream.caller] for n, stream in enumerate(opened)] == [False, True, False, True, False]
 
 
 # Falling behind: catch up from the log, never end ----------------------------------------------------------------

@@ -5,8 +5,9 @@ where it left off and hands each batch to the :class:`Hub` of every event loop t
 which of its streams wants what (a URI's updates, list changes, a session's control, a token's changes) and
 queues each event on them in the log's order. An update is decided once per caller (the same credentials on the
 same server), every caller in one thread hop and one query where the template allows
-(:meth:`~mcp_resources.server.MCPServer.may_read_each`); at most :data:`CONCURRENT_DECISIONS` URIs are decided at
-once, and a change of a URI whose decision has not started shares it.
+(:meth:`~mcp_resources.server.MCPServer.may_read_each`); the URIs waiting are decided together, up to
+:data:`DECISION_BATCH` in one hop, :data:`CONCURRENT_DECISIONS` hops at once; a change of a URI whose decision has
+not started shares it.
 
 Nothing is lost between the log and a stream: a stream that cannot keep up (its queue full) and every stream after
 the reader lost Redis for a while catch up from the log by their last event id
@@ -37,7 +38,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("mcp_resources.subscriptions")
 
 CONCURRENT_DECISIONS = 8
-"""URIs whose access decisions run at once (each in one worker thread); further changes wait, sharing per URI."""
+"""Batches of access decisions under way at once (each in one worker thread); further changes wait, sharing per URI."""
+DECISION_BATCH = 32  # URIs decided at most in one worker-thread hop (one request for Django, one connection)
 FAILED = "failed"
 """An access decision that raised: the streams concerned end (their clients resynchronise), nothing is withheld."""
 READ_SECONDS = 1.0
@@ -151,7 +153,7 @@ class Hub:
         self.loop = loop
         self.members: dict[tuple[str, str], set[Stream]] = {}
         self.waiting: dict[str, tuple[set[Stream], asyncio.Future[Any]]] = {}  # URI -> decision not started yet
-        self.deciding = asyncio.Semaphore(CONCURRENT_DECISIONS)
+        self.deciding = 0  # batches of decisions under way
         self.reader = reader
         with self.reader.lock:
             if reader.retired:
@@ -177,11 +179,8 @@ class Hub:
             if not streams:
                 del self.members[key]
 
-    def streams(self) -> set[Stream]:
-        return {stream for streams in self.members.values() for stream in streams}
-
     def lag_all(self) -> None:
-        for stream in self.streams():
+        for stream in {stream for streams in self.members.values() for stream in streams}:
             stream.fall_behind()
 
     def receive(self, events: list[Event]) -> None:
@@ -205,19 +204,29 @@ class Hub:
             waiting[0].update(streams)
             return waiting[1]
         future: asyncio.Future[Any] = self.loop.create_future()
-        self.waiting[uri] = entry = (set(streams), future)
-        self.loop.create_task(self._decide(uri, entry))
+        self.waiting[uri] = (set(streams), future)
+        if self.deciding < CONCURRENT_DECISIONS:
+            self.deciding += 1
+            self.loop.create_task(self._decide())
         return future
 
-    async def _decide(self, uri: str, entry: tuple[set[Stream], asyncio.Future[Any]]) -> None:
-        async with self.deciding:
-            if self.waiting.get(uri) is entry:
-                del self.waiting[uri]
-            try:
-                entry[1].set_result(await decide_for(uri, list(entry[0])))
-            except Exception:
-                logger.exception("access checks for %s failed", uri[:200])
-                entry[1].set_result({})
+    async def _decide(self) -> None:
+        """Decide the waiting URIs (up to :data:`DECISION_BATCH` in one thread hop) until none waits: once per
+        caller of each URI's streams (the same credentials on the same server)."""
+        try:
+            while self.waiting:
+                batch = {uri: self.waiting.pop(uri) for uri in list(self.waiting)[:DECISION_BATCH]}
+                callers = [{stream.caller: stream.plan.check for stream in entry[0]} for entry in batch.values()]
+                try:
+                    asked = [(uri, list(checks.values())) for uri, checks in zip(batch, callers, strict=True)]
+                    outcome = await sync_to_async(decide, thread_sensitive=False)(asked)
+                except Exception:
+                    logger.exception("access checks for %s failed", ", ".join(batch)[:200])
+                    outcome = [[FAILED] * len(checks) for checks in callers]
+                for (_, future), checks, decided in zip(batch.values(), callers, outcome, strict=True):
+                    future.set_result(dict(zip(checks, decided, strict=True)))
+        finally:
+            self.deciding -= 1
 
 
 _hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Hub] = weakref.WeakKeyDictionary()
@@ -247,49 +256,39 @@ def running_hub() -> Hub | None:
         return None
 
 
-async def decide_for(uri: str, streams: list[Stream]) -> dict[Any, bool | str | None]:
-    """One decision per caller of ``streams`` on ``uri``, all in one worker-thread hop."""
-    representatives: dict[Any, Stream] = {}
-    for stream in streams:
-        representatives.setdefault(stream.caller, stream)
-    keys = list(representatives)
-    if not keys:
-        return {}
-    checks = [representatives[key].plan.check for key in keys]
-    outcome = await sync_to_async(decide, thread_sensitive=False)(uri, checks)
-    return dict(zip(keys, outcome, strict=True))
-
-
-def decide(uri: str, checks: list[Callable[[str], bool]]) -> list[bool | str | None]:
-    """Each check's decision on ``uri``: ``True``, ``False``, ``None`` (its credentials are no longer accepted) or
-    :data:`FAILED` (the check raised: logged).
+def decide(batch: list[tuple[str, list[Callable[[str], bool]]]]) -> list[list[bool | str | None]]:
+    """For each ``(uri, checks)``, each check's decision on ``uri``: ``True``, ``False``, ``None`` (its credentials
+    are no longer accepted) or :data:`FAILED` (the check raised: logged).
 
     Checks whose type offers ``check_each(uri, checks)`` (the endpoint's) are decided together; others one by
     one. Runs in a worker thread, as one request for Django (stale database connections are closed around it).
     """
     signals.request_started.send(sender=Hub)
     try:
-        outcome: list[bool | str | None] = [FAILED] * len(checks)
-        batches: dict[Any, list[int]] = {}
-        for index, check in enumerate(checks):
-            batches.setdefault(getattr(type(check), "check_each", None), []).append(index)
-        for check_each, indexes in batches.items():
-            if check_each is not None:
-                try:
-                    decided = check_each(uri, [checks[i] for i in indexes])
-                except Exception:
-                    logger.exception("access checks for %s failed", uri[:200])
+        outcomes: list[list[bool | str | None]] = []
+        for uri, checks in batch:
+            outcome: list[bool | str | None] = [FAILED] * len(checks)
+            outcomes.append(outcome)
+            batches: dict[Any, list[int]] = {}
+            for index, check in enumerate(checks):
+                batches.setdefault(getattr(type(check), "check_each", None), []).append(index)
+            for check_each, indexes in batches.items():
+                if check_each is not None:
+                    try:
+                        decided = check_each(uri, [checks[i] for i in indexes])
+                    except Exception:
+                        logger.exception("access checks for %s failed", uri[:200])
+                        continue
+                    for index, allowed in zip(indexes, decided, strict=True):
+                        outcome[index] = allowed
                     continue
-                for index, allowed in zip(indexes, decided, strict=True):
-                    outcome[index] = allowed
-                continue
-            for index in indexes:
-                try:
-                    outcome[index] = bool(checks[index](uri))
-                except CredentialsRejected:
-                    outcome[index] = None
-                except Exception:
-                    logger.exception("access check for %s failed", uri[:200])
-        return outcome
+                for index in indexes:
+                    try:
+                        outcome[index] = bool(checks[index](uri))
+                    except CredentialsRejected:
+                        outcome[index] = None
+                    except Exception:
+                        logger.exception("access check for %s failed", uri[:200])
+        return outcomes
     finally:
         signals.request_finished.send(sender=Hub)

@@ -502,7 +502,7 @@ class Stream:
         chunks: list[bytes] = []
         for event in events:
             if event.kind == broker.UPDATED and last[event.target] == event.id and event.target in self.plan.uris:
-                chunk = self._updated(event, decide(event.target, [self.plan.check])[0])
+                chunk = self._updated(event, decide([(event.target, [self.plan.check])])[0][0])
             elif event.kind == broker.LIST_CHANGED and self.plan.list_changed:
                 chunk = self.notification("notifications/resources/list_changed", None, event.id)
             elif event.kind == broker.SESSION and event.target == self._session_key():
@@ -534,7 +534,7 @@ class Stream:
             self.plan.uris = set(self.plan.resync()[: mcp_settings.uris_per_listen])
         chunks = [self.notification("notifications/resources/list_changed", None, cursor)]
         for uri in sorted(self.plan.uris):
-            chunk = self._updated(Event(cursor, broker.UPDATED, uri), decide(uri, [self.plan.check])[0])
+            chunk = self._updated(Event(cursor, broker.UPDATED, uri), decide([(uri, [self.plan.check])])[0][0])
             if chunk is not None:
                 chunks.append(chunk)
         return chunks, cursor, False
