@@ -1,60 +1,79 @@
-"""Delivery (issues 13 and 28): notifications delivered by ``subscriptions/listen`` streams on one uvicorn worker,
+"""Delivery (issues 13 and 28): notifications delivered by ``subscriptions/listen`` streams on uvicorn workers,
 against a bare reader of the same engine (Redis Streams), while documents change at a steady rate.
 
-Two servers, one uvicorn process each (no reload, one worker), both on the Redis log
-(``MCP_REDIS_URL=redis://127.0.0.1:6379/<--redis-db>``; the benchmark owns that database and flushes it before
-every server it starts), both with ``benchmarks.settings_delivery`` (the demo's settings, ``STREAMS_PER_CALLER``
-raised):
+Two servers, each ``--workers`` (2) uvicorn processes of the same application on ports of their own (no reload,
+one worker each), all on the Redis log (``MCP_REDIS_URL=redis://127.0.0.1:6379/<--redis-db>``; the benchmark owns
+that database and flushes it before every server it starts), with ``benchmarks.settings_delivery`` (the demo's
+settings, ``STREAMS_PER_CALLER`` raised):
 
 - ours: ``testproject.asgi:application``, the demo as deployed: real OAuth callers (django-oauth-toolkit tokens,
   scope ``documents:read``), each listener's token checked on its listen and its access to the document re-checked
   as the server does before each ``updated`` notification, on a fresh migrated SQLite file;
-- bare: ``benchmarks.bare_reader:application``, one ``XREAD BLOCK`` task on the same Redis stream writing each
-  ``updated`` event to the requests whose listen body asks for its URI: no Django, no authentication, no access
-  check, no limits, the floor of Redis Streams and the ASGI server.
+- bare: ``benchmarks.bare_reader:application``, one ``XREAD BLOCK`` task per process on the same Redis stream
+  writing each ``updated`` event to the requests whose listen body asks for its URI (and replaying from the log
+  after a resume id): no Django, no authentication, no access check, no limits, no coalescing, the floor of Redis
+  Streams and the ASGI server.
 
 Data: ``--documents`` (20) documents of the demo's ``Document`` model owned round-robin by ``--users`` (4) users.
-N listeners are spread evenly over the documents (listener ``i`` watches document ``i % 20``) and each carries its
-document owner's token: ``--tokens shared`` (default) one token per user, ``--tokens distinct`` one token per
-listener (the worst case for a server that batches its access checks by caller). Each listener POSTs
-``subscriptions/listen`` (protocol 2026-07-28, ``resourceSubscriptions: [learn://documents/<pk>]``), raw asyncio
-streams on loopback, a bounded number of handshakes at once, and waits for the acknowledgement.
+N listeners are spread evenly over the documents (listener ``i`` watches document ``i % 20``, on worker
+``i % --workers``) and each carries its document owner's token: ``--tokens shared`` (default) one token per user,
+``--tokens distinct`` one token per listener (the worst case for a server that batches its access checks by
+caller). Each listener POSTs ``subscriptions/listen`` (protocol 2026-07-28, ``resourceSubscriptions:
+[learn://documents/<pk>]``), raw asyncio streams on loopback, a bounded number of handshakes at once, and waits for
+the acknowledgement (whose ``_meta["io.github.django-mcp-resources/eventId"]`` is its first resume position).
 
 For each N (500 and 5,000) and each rate R of its sweep (500: 10, 20, 40, ... updates/s; 5,000: 1, 2, 4, ...),
-for each server (the first alternating), in a fresh server process: warm up (one listener per document and one
-update of each), open the N listeners, then a publisher process (Django on the same settings and layer) calls the
-public ``mcp_resources.subscriptions.notify_resource_updated(uri)`` R times a second for ``--duration`` seconds,
-round-robin over the documents (open loop: publication ``k`` is due at ``start + k / R``; ``--publisher-lanes``
-at once, each owning a fixed subset of the documents so that the publications of one URI keep their order; from
-the worker threads of one event loop, as a view of an ASGI worker publishes, or ``--publisher-mode threads``), and
-records the time of every publication (``CLOCK_MONOTONIC``, which every process of the machine shares). Once it is
-done the listeners get up to ``--drain`` seconds (less once every listener has what it was owed or has been ended,
-or after ``--quiet`` seconds without a receipt or an end) for what is still on its way; a delivery later than that
-counts as lost.
+for each server (the first alternating), in fresh server processes: warm up (one listener per document and one
+update of each), open the N listeners, then a publisher process (Django on the same settings and log) calls the
+public ``mcp_resources.subscriptions.notify_resource_updated(uri)`` R times a second for ``--duration`` (120)
+seconds, round-robin over the documents (open loop: publication ``k`` is due at ``start + k / R``;
+``--publisher-lanes`` at once, each owning a fixed subset of the documents so that the publications of one URI keep
+their order; from the worker threads of one event loop, as a view of an ASGI worker publishes, or
+``--publisher-mode threads``), and records the time of every publication (``CLOCK_MONOTONIC``, which every process
+of the machine shares). The log's ids of the run's publications are then read from Redis (the last ones of each
+URI, in order). Once the publisher is done the listeners get up to ``--drain`` seconds (less once every listener
+has a notification of the newest publication of its URI or has been ended, or after ``--quiet`` seconds without a
+receipt or an end) for what is still on its way; a delivery later than that counts as lost.
 
-Expected notifications: each publication times the listeners of its URI (all of them are open before the first
-publication). A stream's receipts are matched to its URI's publications in order (streams deliver in order; a
-receipt before its publication is counted as an extra); a lost delivery counts as infinitely late, as in item 6,
-and after a loss the later receipts of that stream are matched one publication early (latency over-estimated, never
-under). Per run: delivered fraction, streams ended by the server and how many of those ended with a final JSON-RPC
-result (an event carrying ``"result"``, the documented signal to resynchronise), p50/p99 publish-to-receive
-latency, the publisher's lateness, server CPU per delivery; per N the ratios ours/bare at the target rate, and for
-each server the highest rate with 100% delivered and the first rate below (a server is not measured above its
-first rate below 100%; the sweep of an N stops once both have fallen, or at its last rate).
+With ``--kill-at F`` (needs two workers), ``F`` of the way through the updates the first worker is killed
+(``kill -9``); each of its listeners, once its connection broke, listens again on the second worker with the last
+event id it received (ours: the resume id in the listen's ``_meta``, docs/subscriptions.md; bare: the same key,
+replayed with ``XRANGE``).
 
-Targets (issue 13), on one worker in the same run: at 500 listeners and 10 updates/s, and at 5,000 listeners and
-1 update/s, ours delivers 100% of what the bare consumer delivers, with p99 at most 1.5x the bare consumer's.
-Everything stops by itself: per-step time-outs and an overall ``--deadline``.
+Each listener's notifications carry the log's id of their event (SSE ``id``). A publication of its URI counts:
+
+- **covered** when the listener received a notification of the URI with that id or a later one (our streams
+  coalesce the updates of one URI waiting at once, last change wins, documented; the issue allows it); its latency
+  is publication to that first such notification;
+- **one-to-one** when it received a notification with exactly that id.
+
+A client's **gap** is the publications of its URI it never got covered (across its reconnection). Per run:
+covered and one-to-one fractions, gaps, extras and duplicates, streams ended by the server (and how many with a
+final JSON-RPC result), p50/p99 publish-to-receive latency (covered, and one-to-one; a lost delivery counts as
+infinitely late, as in item 6), the publisher's lateness, server CPU per covered delivery; per N the ratios
+ours/bare at the target rate, and for each server the highest rate with 100% covered and the first rate below (a
+server is not measured above its first rate below 100%; the sweep of an N stops once both have fallen).
+
+With ``--revoke M``, after the sweeps: M listeners of ours, each on a token of its own, and another process that
+revokes their tokens ``--revoke-rate`` a second with django-oauth-toolkit's ``AccessToken.revoke()`` (what its
+revocation endpoint calls); per token, the revoke call's start to the stream's final result.
+
+Targets (issue 28), in the same run: at 500 listeners and 10 updates/s, and at 5,000 listeners and 1 update/s, on
+two workers for two minutes: 100% delivered (covered), p99 at most 1.5x the bare reader's; with a worker killed
+half way, gap 0; revocation to the final result, p99 at most 1 s. Everything stops by itself: per-step time-outs
+and an overall ``--deadline``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import contextlib
 import json
 import math
 import os
+import re
 import resource
 import socket
 import statistics
@@ -63,7 +82,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,14 +106,20 @@ APPS = {"ours": "testproject.asgi:application", "bare": "benchmarks.bare_reader:
 RESOURCE_URI = "http://127.0.0.1:8000/mcp"  # every server's MCP_RESOURCE_URI: the audience the tokens are bound to
 URI_TEMPLATE = "learn://documents/{}"
 META = {"io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION, "io.modelcontextprotocol/clientCapabilities": {}}
+LOG_KEY = "mcp_resources:events"  # the Redis stream of the log
 ACK_MARK = b"notifications/subscriptions/acknowledged"
 UPDATE_MARK = b"notifications/resources/updated"
 RESULT_MARK = b'"result"'
 FRAME_END = b"\r\n\r\n"
+# A notification's log id; in a listen request's _meta, the id to resume after (docs/subscriptions.md).
+EVENT_ID_META = "io.github.django-mcp-resources/eventId"
+SSE_ID = re.compile(rb"(?:^|\n)id: (\d+-\d+)\r?\n")
+ACK_POSITION = re.compile(rb'"io\.github\.django-mcp-resources/eventId":\s*"(\d+-\d+)"')
 SWEEPS = {500: [10, 20, 40, 80, 160, 320, 640], 5000: [1, 2, 4, 8, 16, 32, 64]}
 TARGET_RATES = {500: 10.0, 5000: 1.0}
 DELIVERED_TARGET = 1.0  # ours delivered / bare delivered, at least
 P99_TARGET = 1.5  # ours p99 / bare p99, at most
+REVOKE_TARGET_MS = 1000.0  # revoke call to the stream's final result, p99, at most
 CLOCK = time.CLOCK_MONOTONIC
 
 
@@ -140,17 +165,21 @@ with transaction.atomic():
         issue_access_token(users[(i % documents_n) % users_n], "documents:read", [resource], lifetime, "delivery")
         for i in range(distinct)
     ]
+from oauth2_provider.models import get_access_token_model
+pks = list(get_access_token_model().objects.order_by("pk").values_list("pk", flat=True))
 out = {{
     "documents": [{{"pk": d.pk, "owner": j % users_n}} for j, d in enumerate(documents)],
     "shared": shared,
     "distinct": per_listener,
+    "distinct_pks": pks[users_n:],  # created after the shared ones, in order
 }}
 print("DELIVERY-DATA " + json.dumps(out))
 """
 
 
 def prepare(env: dict[str, str], args: argparse.Namespace, max_listeners: int) -> dict[str, Any]:
-    """Migrate the temporary SQLite file, create the users, their documents and their tokens."""
+    """Migrate the temporary SQLite file, create the users, their documents and their tokens (``max_listeners`` of
+    one listener each)."""
     manage = [sys.executable, str(ROOT / "testproject" / "manage.py")]
     migrated = subprocess.run(
         [*manage, "migrate", "--verbosity", "0"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
@@ -160,7 +189,7 @@ def prepare(env: dict[str, str], args: argparse.Namespace, max_listeners: int) -
     code = PREPARE.format(
         users=args.users,
         documents=args.documents,
-        distinct=max_listeners if args.tokens == "distinct" else 0,
+        distinct=max_listeners,
         resource=RESOURCE_URI,
     )
     done = subprocess.run(
@@ -238,13 +267,15 @@ def log_summary(log: Path) -> dict[str, Any]:
 # Listeners -----------------------------------------------------------------------------------------------
 
 
-def listen_request(port: int, token: str, uri: str, request_id: int) -> bytes:
+def listen_request(port: int, token: str, uri: str, request_id: int, resume: str | None = None) -> bytes:
+    """A ``subscriptions/listen`` POST; ``resume``: the last event id received (docs/subscriptions.md)."""
+    meta = {**META, EVENT_ID_META: resume} if resume else META
     body = json.dumps(
         {
             "jsonrpc": "2.0",
             "id": request_id,
             "method": "subscriptions/listen",
-            "params": {"_meta": META, "notifications": {"resourceSubscriptions": [uri]}},
+            "params": {"_meta": meta, "notifications": {"resourceSubscriptions": [uri]}},
         },
         separators=(",", ":"),
     ).encode()
@@ -254,6 +285,13 @@ def listen_request(port: int, token: str, uri: str, request_id: int) -> bytes:
         f"Mcp-Method: subscriptions/listen\r\nAuthorization: Bearer {token}\r\nContent-Length: {len(body)}\r\n\r\n"
     )
     return head.encode() + body
+
+
+def id_key(event_id: str | bytes) -> tuple[int, int]:
+    """A log id (``<milliseconds>-<sequence>``) as numbers, in the log's order."""
+    text = event_id.decode() if isinstance(event_id, bytes) else event_id
+    ms, _, seq = text.partition("-")
+    return int(ms), int(seq or 0)
 
 
 @dataclass
@@ -273,18 +311,26 @@ class Crowd:
 
 
 class Listener:
-    """One open listen stream: receipt times of its ``updated`` events, in order, and how it ended."""
+    """One client: its listen stream (re-opened with its last event id after a reconnect), the receipt times and
+    log ids of its ``updated`` events, in order, and how its stream ended."""
 
-    def __init__(self, uri: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, crowd: Crowd) -> None:
+    def __init__(self, index: int, token: str, uri: str, crowd: Crowd) -> None:
+        self.index = index
+        self.token = token
         self.uri = uri
-        self.reader = reader
-        self.writer = writer
         self.crowd = crowd
+        self.port = 0
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
         self.received: list[float] = []
+        self.ids: list[tuple[int, int]] = []  # the log id of each receipt
+        self.last_id: str | None = None  # the acknowledgement's position, then the last notification's id
         self.task: asyncio.Task[None] | None = None
         self.ended: float | None = None  # when the server closed the stream (or the connection broke)
         self.final_result = False  # an event carrying "result" arrived: the server's end of the listen
+        self.final_at: float | None = None
         self.closing = False
+        self.reconnects = 0
 
     def feed(self, buffer: bytes, at: float) -> bytes:
         """Count the complete events in ``buffer``; returns the incomplete rest."""
@@ -295,11 +341,22 @@ class Listener:
             frame, buffer = buffer[:end], buffer[end + len(FRAME_END) :]
             if UPDATE_MARK in frame:
                 self.received.append(at)
+                found = SSE_ID.search(frame)
+                if found:
+                    self.last_id = found.group(1).decode()
+                    self.ids.append(id_key(self.last_id))
+                else:
+                    self.ids.append((0, 0))
                 self.crowd.last_receipt = at
-            elif RESULT_MARK in frame:
+            elif RESULT_MARK in frame:  # the listen's answer: its stream is over (the connection may stay open)
                 self.final_result = True
+                self.final_at = at
+                if self.ended is None:
+                    self.ended = at
+                    self.crowd.last_receipt = at
 
     async def pump(self, pending: bytes) -> None:
+        assert self.reader is not None
         buffer = self.feed(pending, now())
         self.crowd.changed.set()
         try:
@@ -313,7 +370,7 @@ class Listener:
             return
         except ConnectionError:
             pass
-        if not self.closing:
+        if not self.closing and self.ended is None:
             self.ended = now()
             self.crowd.last_receipt = self.ended  # an end is news too: the drain waits for the streams still ending
         self.crowd.changed.set()
@@ -322,50 +379,59 @@ class Listener:
         self.closing = True
         if self.task is not None:
             self.task.cancel()
-        self.writer.close()
+        if self.writer is not None:
+            self.writer.close()
 
-
-async def open_listener(port: int, token: str, uri: str, request_id: int, crowd: Crowd, timeout: float) -> Listener:
-    """Connect, POST ``subscriptions/listen`` and wait for the acknowledgement; raises ``Refused`` otherwise."""
-    reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), timeout)
-    try:
-        writer.write(listen_request(port, token, uri, request_id))
-        head = await asyncio.wait_for(reader.readuntil(FRAME_END), timeout)
-        status = head.split(b"\r\n", 1)[0]
-        if b" 200 " not in status:
-            rest = b""
-            with contextlib.suppress(Exception):
-                rest = await asyncio.wait_for(reader.read(300), 1)
-            raise Refused(f"{status.decode(errors='replace')} {rest[:200]!r}")
-        buffer = b""
-        deadline = time.monotonic() + timeout
-        while ACK_MARK not in buffer:
-            chunk = await asyncio.wait_for(reader.read(65536), max(0.01, deadline - time.monotonic()))
-            if not chunk:
-                raise Refused(f"closed before the acknowledgement: {buffer[:200]!r}")
-            buffer += chunk
-    except BaseException:
-        writer.close()
-        raise
-    listener = Listener(uri, reader, writer, crowd)
-    rest = buffer[buffer.index(ACK_MARK) :]
-    end = rest.find(FRAME_END)
-    listener.task = asyncio.ensure_future(listener.pump(rest[end + len(FRAME_END) :] if end >= 0 else b""))
-    return listener
+    async def connect(self, port: int, request_id: int, timeout: float, resume: str | None = None) -> None:
+        """Connect, POST ``subscriptions/listen`` (after ``resume``) and wait for the acknowledgement; raises
+        ``Refused`` otherwise."""
+        reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), timeout)
+        try:
+            writer.write(listen_request(port, self.token, self.uri, request_id, resume))
+            head = await asyncio.wait_for(reader.readuntil(FRAME_END), timeout)
+            status = head.split(b"\r\n", 1)[0]
+            if b" 200 " not in status:
+                rest = b""
+                with contextlib.suppress(Exception):
+                    rest = await asyncio.wait_for(reader.read(300), 1)
+                raise Refused(f"{status.decode(errors='replace')} {rest[:200]!r}")
+            buffer = b""
+            deadline = time.monotonic() + timeout
+            while ACK_MARK not in buffer or buffer.find(FRAME_END, buffer.index(ACK_MARK)) < 0:
+                chunk = await asyncio.wait_for(reader.read(65536), max(0.01, deadline - time.monotonic()))
+                if not chunk:
+                    raise Refused(f"closed before the acknowledgement: {buffer[:200]!r}")
+                buffer += chunk
+        except BaseException:
+            writer.close()
+            raise
+        position = ACK_POSITION.search(buffer)
+        if position and not resume:
+            self.last_id = position.group(1).decode()
+        self.port, self.reader, self.writer = port, reader, writer
+        self.ended, self.final_result, self.final_at, self.closing = None, False, None, False
+        rest = buffer[buffer.index(ACK_MARK) :]
+        end = rest.find(FRAME_END)
+        self.task = asyncio.ensure_future(self.pump(rest[end + len(FRAME_END) :]))
 
 
 class Refused(Exception):
     pass
 
 
-async def open_crowd(port: int, plan: list[tuple[str, str]], concurrency: int, timeout: float, first_id: int) -> Crowd:
+async def open_crowd(
+    ports: list[int], plan: list[tuple[str, str]], concurrency: int, timeout: float, first_id: int
+) -> Crowd:
+    """Listener ``i`` of ``plan`` on ``ports[i % len(ports)]`` (one worker each)."""
     crowd = Crowd()
     gate = asyncio.Semaphore(concurrency)
 
     async def one(index: int, token: str, uri: str) -> None:
+        listener = Listener(index, token, uri, crowd)
         async with gate:
             try:
-                crowd.listeners.append(await open_listener(port, token, uri, first_id + index, crowd, timeout))
+                await listener.connect(ports[index % len(ports)], first_id + index, timeout)
+                crowd.listeners.append(listener)
             except (OSError, TimeoutError, asyncio.IncompleteReadError, Refused) as exc:
                 crowd.refused += 1
                 if len(crowd.refusals) < 3:
@@ -474,22 +540,19 @@ def run_publisher(config: dict[str, Any]) -> None:
         "late_ms_max": max(late) * 1e3 if late else None,
         "errors": errors[:5],
     }
-    print("PUBLISHED " + json.dumps(out), flush=True)
+    print("RESULT " + json.dumps(out), flush=True)
 
 
-async def publish(env: dict[str, str], uris: list[str], rate: float, args: argparse.Namespace) -> dict[str, Any]:
-    config = {
-        "uris": uris,
-        "rate": rate,
-        "duration": args.duration,
-        "lanes": args.publisher_lanes,
-        "mode": args.publisher_mode,
-    }
+async def run_role(
+    env: dict[str, str], role: str, config: dict[str, Any], timeout: float, on_go: Any = None
+) -> dict[str, Any]:
+    """Run this script as ``role`` (publisher, revoker) in a process of its own: wait for its READY, say GO (then
+    call ``on_go(time)``), and return the JSON object of its ``RESULT`` line."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         __file__,
         "--role",
-        "publisher",
+        role,
         "--config",
         json.dumps(config),
         cwd=ROOT,
@@ -503,16 +566,17 @@ async def publish(env: dict[str, str], uris: list[str], rate: float, args: argpa
     try:
         ready = await asyncio.wait_for(process.stdout.readline(), 120)
         if ready.strip() != b"READY":
-            raise RuntimeError(f"publisher did not start: {ready!r}")
+            raise RuntimeError(f"the {role} did not start: {ready!r}")
         process.stdin.write(b"GO\n")
         await process.stdin.drain()
-        timeout = args.duration * 3 + 60
+        if on_go is not None:
+            on_go(now())
         while True:
             line = await asyncio.wait_for(process.stdout.readline(), timeout)
             if not line:
-                raise RuntimeError("the publisher ended without a result")
-            if line.startswith(b"PUBLISHED "):
-                result: dict[str, Any] = json.loads(line[len(b"PUBLISHED ") :])
+                raise RuntimeError(f"the {role} ended without a result")
+            if line.startswith(b"RESULT "):
+                result: dict[str, Any] = json.loads(line[len(b"RESULT ") :])
                 break
         await asyncio.wait_for(process.wait(), 30)
         return result
@@ -522,47 +586,198 @@ async def publish(env: dict[str, str], uris: list[str], rate: float, args: argpa
             await process.wait()
 
 
+async def publish(
+    env: dict[str, str], uris: list[str], rate: float, args: argparse.Namespace, on_go: Any = None
+) -> dict[str, Any]:
+    config = {
+        "uris": uris,
+        "rate": rate,
+        "duration": args.duration,
+        "lanes": args.publisher_lanes,
+        "mode": args.publisher_mode,
+    }
+    return await run_role(env, "publisher", config, args.duration * 3 + 60, on_go)
+
+
+def run_revoker(config: dict[str, Any]) -> None:
+    """Revoke the access tokens ``pks`` with django-oauth-toolkit's ``AccessToken.revoke()``, ``rate`` a second
+    (open loop, in order), and print every call's start time and index, and the call times."""
+    import django
+
+    django.setup()
+    from oauth2_provider.models import get_access_token_model
+
+    pks: list[int] = config["pks"]
+    rate = float(config["rate"])
+    tokens = get_access_token_model().objects.in_bulk(pks)
+    print("READY", flush=True)
+    sys.stdin.readline()
+    start = now() + 0.2
+    revocations: list[tuple[float, int]] = []
+    calls: list[float] = []
+    missing = 0
+    for index, pk in enumerate(pks):
+        delay = start + index / rate - now()
+        if delay > 0:
+            time.sleep(delay)
+        token = tokens.get(pk)
+        if token is None:
+            missing += 1
+            continue
+        t = now()
+        token.revoke()
+        calls.append(now() - t)
+        revocations.append((t, index))
+    out = {
+        "revocations": revocations,
+        "missing": missing,
+        "call_ms_p50": statistics.median(calls) * 1e3 if calls else None,
+        "call_ms_max": max(calls) * 1e3 if calls else None,
+    }
+    print("RESULT " + json.dumps(out), flush=True)
+
+
 # One measurement -----------------------------------------------------------------------------------------
 
 
-def match(listener: Listener, publications: list[float]) -> tuple[list[tuple[int, float]], int]:
-    """The receipts matched in order to ``publications`` (of the listener's URI) as (position, latency), and the
-    extras (receipts with no publication before them left to match)."""
-    matched: list[tuple[int, float]] = []
-    extra = 0
-    index = 0
-    for got in listener.received:
-        if index < len(publications) and publications[index] <= got + 0.001:
-            matched.append((index, max(0.0, got - publications[index])))
-            index += 1
-        else:
-            extra += 1
-    return matched, extra
+def log_ids(redis_url: str, counts: dict[str, int]) -> dict[str, list[tuple[int, int]]]:
+    """The log ids of the last ``counts[uri]`` ``updated`` events of each URI (the run's publications, in order;
+    fewer when some never reached the log)."""
+    import redis
+
+    found: dict[str, list[tuple[int, int]]] = {uri: [] for uri in counts}
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        start = "-"
+        while True:
+            entries: list[tuple[str, dict[str, str]]] = client.xrange(LOG_KEY, min=start, max="+", count=10_000)  # type: ignore[assignment]
+            for event_id, fields in entries:
+                if fields.get("k") == "updated" and fields.get("t") in found:
+                    found[fields["t"]].append(id_key(event_id))
+            if len(entries) < 10_000:
+                break
+            start = "(" + entries[-1][0]
+    finally:
+        client.close()
+    return {uri: ids[max(0, len(ids) - counts[uri]) :] for uri, ids in found.items()}
 
 
-async def drain(crowd: Crowd, owed: dict[str, int], args: argparse.Namespace) -> float:
-    """Wait until every open listener has what it is owed, or ``--quiet`` seconds pass without a receipt or an end
-    of a stream, or ``--drain`` seconds; returns the seconds waited."""
+@dataclass
+class Account:
+    """One client's publications: the latency of each, one-to-one (a notification with its own id) and covered (the
+    first notification of its URI with its id or a later one: coalescing per URI, docs/subscriptions.md); ``inf``
+    when none came."""
+
+    one_to_one: list[float]
+    covered: list[float]
+    extra: int  # notifications with an id that is none of the run's publications of the URI
+    duplicates: int  # notifications of an id received before
+
+    @property
+    def gap(self) -> int:
+        return sum(1 for latency in self.covered if math.isinf(latency))
+
+
+def account(listener: Listener, publications: list[tuple[float, tuple[int, int]]]) -> Account:
+    """Match ``listener``'s receipts to the (time, log id) of its URI's publications by id."""
+    order = sorted(range(len(listener.ids)), key=listener.ids.__getitem__)
+    ids_sorted = [listener.ids[j] for j in order]
+    earliest = [math.inf] * (len(order) + 1)  # the earliest receipt among those with an id >= ids_sorted[j]
+    for j in range(len(order) - 1, -1, -1):
+        earliest[j] = min(earliest[j + 1], listener.received[order[j]])
+    first_at: dict[tuple[int, int], float] = {}
+    for at, event_id in zip(listener.received, listener.ids, strict=True):
+        first_at.setdefault(event_id, at)
+    one_to_one, covered = [], []
+    for published, event_id in publications:
+        at = earliest[bisect.bisect_left(ids_sorted, event_id)]
+        covered.append(max(0.0, at - published))
+        exact = first_at.get(event_id, math.inf)
+        one_to_one.append(max(0.0, exact - published))
+    known = {event_id for _, event_id in publications}
+    return Account(
+        one_to_one,
+        covered,
+        extra=sum(1 for event_id in listener.ids if event_id not in known),
+        duplicates=len(listener.ids) - len(set(listener.ids)),
+    )
+
+
+async def drain(crowd: Crowd, pending: Callable[[Listener], bool], args: argparse.Namespace) -> float:
+    """Wait until no open listener is ``pending``, or ``--quiet`` seconds pass without a receipt or an end of a
+    stream, or ``--drain`` seconds; returns the seconds waited."""
     t0 = now()
     deadline = t0 + args.drain
     crowd.last_receipt = max(crowd.last_receipt, t0)
     while True:
-        pending = any(
-            listener.ended is None and len(listener.received) < owed.get(listener.uri, 0)
-            for listener in crowd.listeners
-        )
+        waiting = any(listener.ended is None and pending(listener) for listener in crowd.listeners)
         current = now()
-        if not pending or current >= deadline or current - crowd.last_receipt >= args.quiet:
+        if not waiting or current >= deadline or current - crowd.last_receipt >= args.quiet:
             return current - t0
         crowd.changed.clear()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(crowd.changed.wait(), 0.2)
 
 
+def status_of(pid: int) -> dict[str, int]:
+    """``Threads`` and ``VmRSS`` of a process; empty once it is gone (a killed worker)."""
+    try:
+        values = proc_status(pid)
+    except OSError:
+        return {}
+    return values if "VmRSS" in values else {}
+
+
+async def kill_and_resume(
+    victim: subprocess.Popen[bytes],
+    crowd: Crowd,
+    port: int,
+    at: float,
+    args: argparse.Namespace,
+    report: dict[str, Any],
+) -> None:
+    """At ``at``, ``kill -9`` the worker ``victim``; each of its listeners, once its stream broke, listens again on
+    ``port`` (the other worker) with the last event id it received (or its acknowledgement's position)."""
+    await asyncio.sleep(max(0.0, at - now()))
+    with contextlib.suppress(OSError):
+        report["cpu_s_at_kill"] = proc_cpu_seconds(victim.pid)
+    killed = now()
+    victim.kill()
+    report["killed_at"] = killed
+    victims = [listener for listener in crowd.listeners if listener.port != port]
+    gate = asyncio.Semaphore(args.concurrency)
+    took: list[float] = []
+    failures: list[str] = []
+
+    async def one(listener: Listener) -> None:
+        if listener.task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(listener.task), args.connect_timeout)
+        if listener.writer is not None:
+            listener.writer.close()
+        async with gate:
+            try:
+                await listener.connect(port, 2 * 10**6 + listener.index, args.connect_timeout, listener.last_id)
+            except (OSError, TimeoutError, asyncio.IncompleteReadError, Refused) as exc:
+                failures.append(f"{type(exc).__name__}: {exc}")
+                return
+        listener.reconnects += 1
+        took.append(now() - killed)
+
+    await asyncio.gather(*(one(listener) for listener in victims))
+    report.update(
+        victims=len(victims),
+        resumed=len(took),
+        failed=len(failures),
+        failures=failures[:3],
+        resumed_p50_s=statistics.median(took) if took else None,
+        resumed_max_s=max(took) if took else None,
+    )
+
+
 async def measure(
     kind: str,
-    pid: int,
-    port: int,
+    workers: list[tuple[subprocess.Popen[bytes], int]],
     n: int,
     rate: float,
     plan: list[tuple[str, str]],
@@ -571,62 +786,93 @@ async def measure(
 ) -> dict[str, Any]:
     from mcp_resources.subscriptions import notify_resource_updated
 
+    ports = [port for _, port in workers]
+    pids = [process.pid for process, _ in workers]
     uris = list(dict.fromkeys(uri for _, uri in plan))
     warm_plan = plan[: len(uris)]  # listener i watches document i % documents: one listener of each
     # Warm-up: a listener per document and an update of each, so that pools, caches and allocators have grown.
-    warm = await open_crowd(port, warm_plan, args.concurrency, args.connect_timeout, first_id=10**6)
+    warm = await open_crowd(ports, warm_plan, args.concurrency, args.connect_timeout, first_id=10**6)
     if warm.refused or not warm.listeners:
         raise RuntimeError(f"{kind}: warm-up listeners refused ({warm.refused}): {warm.refusals}")
     for uri in uris:
         await asyncio.to_thread(notify_resource_updated, uri)
-    await drain(warm, dict.fromkeys(uris, 1), argparse.Namespace(drain=10.0, quiet=5.0))
+    await drain(warm, lambda listener: not listener.received, argparse.Namespace(drain=10.0, quiet=5.0))
     warmed = sum(1 for listener in warm.listeners if listener.received)
     await warm.close()
     await asyncio.sleep(args.settle)
 
     t0 = now()
-    crowd = await open_crowd(port, plan, args.concurrency, args.connect_timeout, first_id=1)
+    crowd = await open_crowd(ports, plan, args.concurrency, args.connect_timeout, first_id=1)
     connect_s = now() - t0
     connected = len(crowd.listeners)
     await asyncio.sleep(args.settle)
-    before = proc_status(pid)
+    before = [status_of(pid) for pid in pids]
 
-    cpu0, client0 = proc_cpu_seconds(pid), resource.getrusage(resource.RUSAGE_SELF)
-    published = await publish(env, uris, rate, args)
+    cpu0, client0 = [proc_cpu_seconds(pid) for pid in pids], resource.getrusage(resource.RUSAGE_SELF)
+    kill: dict[str, Any] = {}
+    killer: list[asyncio.Task[None]] = []
+    if args.kill_at and len(workers) > 1:
+        # The publisher starts 0.2 s after GO; the first worker dies ``--kill-at`` of the way through.
+        def on_go(go: float) -> None:
+            at = go + 0.2 + args.kill_at * args.duration
+            killer.append(asyncio.ensure_future(kill_and_resume(workers[0][0], crowd, ports[1], at, args, kill)))
+
+        published = await publish(env, uris, rate, args, on_go)
+        if killer:
+            await asyncio.wait_for(killer[0], args.connect_timeout * 2 + 30)
+    else:
+        published = await publish(env, uris, rate, args)
     by_uri: dict[str, list[float]] = {uri: [] for uri in uris}
     global_index: dict[str, list[int]] = {uri: [] for uri in uris}
     for k, (t, index) in enumerate(published["publications"]):
         by_uri[uris[index]].append(t)
         global_index[uris[index]].append(k)
-    owed = {uri: len(times) for uri, times in by_uri.items()}
-    drain_s = await drain(crowd, owed, args)
-    cpu_s = proc_cpu_seconds(pid) - cpu0
+    ids = await asyncio.to_thread(log_ids, args.redis_url, {uri: len(times) for uri, times in by_uri.items()})
+    # (time, id) of each publication that reached the log; those that did not (the tail of a short list is the
+    # newest, so the earliest go without an id) count for nobody.
+    owed = {uri: list(zip(times[len(times) - len(ids[uri]) :], ids[uri], strict=True)) for uri, times in by_uri.items()}
+    unlogged = sum(len(by_uri[uri]) - len(owed[uri]) for uri in uris)
+    last = {uri: pairs[-1][1] if pairs else (0, 0) for uri, pairs in owed.items()}
+    drain_s = await drain(crowd, lambda listener: not listener.ids or max(listener.ids) < last[listener.uri], args)
+    cpu_s = sum(
+        (kill.get("cpu_s_at_kill", 0.0) if killer and j == 0 else proc_cpu_seconds(pid)) - cpu0[j]
+        for j, pid in enumerate(pids)
+    )
     client1 = resource.getrusage(resource.RUSAGE_SELF)
     client_cpu_s = (client1.ru_utime + client1.ru_stime) - (client0.ru_utime + client0.ru_stime)
-    after = proc_status(pid)
+    after = [status_of(pid) for pid in pids]
 
-    expected = sum(owed[listener.uri] for listener in crowd.listeners)
-    latencies: list[float] = []
-    extra = short = 0
-    # Per publication: deliveries and the slowest of them (the fan-out time), to see when a run started to fall.
+    expected = sum(len(owed[listener.uri]) for listener in crowd.listeners)
+    one_to_one: list[float] = []
+    covered: list[float] = []
+    extra = duplicates = short = 0
+    gaps: list[int] = []
+    # Per publication: covered deliveries and the slowest of them (the fan-out time), to see when a run fell.
     per_publication: list[list[float]] = [[0, 0.0] for _ in published["publications"]]
+    offset = {uri: len(by_uri[uri]) - len(owed[uri]) for uri in uris}
     for listener in crowd.listeners:
-        matched, extras = match(listener, by_uri[listener.uri])
-        for position, latency in matched:
-            latencies.append(latency)
-            slot = per_publication[global_index[listener.uri][position]]
-            slot[0] += 1
-            slot[1] = max(slot[1], latency)
-        extra += extras
-        short += len(matched) < owed[listener.uri]
+        mine = account(listener, owed[listener.uri])
+        one_to_one += mine.one_to_one
+        covered += mine.covered
+        extra += mine.extra
+        duplicates += mine.duplicates
+        gaps.append(mine.gap)
+        short += any(math.isinf(latency) for latency in mine.one_to_one)
+        for position, latency in enumerate(mine.covered):
+            if not math.isinf(latency):
+                slot = per_publication[global_index[listener.uri][offset[listener.uri] + position]]
+                slot[0] += 1
+                slot[1] = max(slot[1], latency)
     ended = [listener for listener in crowd.listeners if listener.ended is not None]
-    first_ended = min((listener.ended for listener in ended if listener.ended is not None), default=None)
-    last_ended = max((listener.ended for listener in ended if listener.ended is not None), default=None)
+    first = published["publications"][0][0] if published["publications"] else now()
     await crowd.close()
 
-    delivered = len(latencies)
-    result = {
+    delivered = sum(1 for latency in one_to_one if not math.isinf(latency))
+    reached = sum(1 for latency in covered if not math.isinf(latency))
+    received = [latency for latency in one_to_one if not math.isinf(latency)]
+    result: dict[str, Any] = {
         "server": kind,
+        "workers": len(workers),
         "listeners": n,
         "rate": rate,
         "connected": connected,
@@ -635,70 +881,155 @@ async def measure(
         "warmed": f"{warmed}/{len(warm.listeners)}",
         "connect_s": connect_s,
         "publications": len(published["publications"]),
+        "unlogged": unlogged,
         "publisher": {key: value for key, value in published.items() if key != "publications"},
         "expected": expected,
+        # one-to-one: a notification carrying the publication's own id
         "delivered": delivered,
         "delivered_share": delivered / expected if expected else None,
+        # covered: a notification of the URI with that id or a later one (coalescing per URI)
+        "covered": reached,
+        "covered_share": reached / expected if expected else None,
+        "coalesced": reached - delivered,
+        "gap_total": sum(gaps),
+        "clients_with_gap": sum(1 for gap in gaps if gap),
+        "gap_max": max(gaps, default=0),
         "extra": extra,
+        "duplicates": duplicates,
         "listeners_short": short,
-        "ended_by_server": len(ended),
+        "ended_by_server": sum(1 for listener in ended),
         "ended_with_result": sum(1 for listener in ended if listener.final_result),
-        "first_end_after_s": None if first_ended is None else first_ended - published["publications"][0][0],
-        "last_end_after_s": None if last_ended is None else last_ended - published["publications"][0][0],
-        # when the last delivery arrived, from the first publication (deliveries stop there when a run falls)
+        "kill": {key: value - first if key == "killed_at" else value for key, value in kill.items()},
         "last_delivery_after_s": max(
-            (listener.received[-1] for listener in crowd.listeners if listener.received),
-            default=published["publications"][0][0],
+            (listener.received[-1] for listener in crowd.listeners if listener.received), default=first
         )
-        - published["publications"][0][0],
+        - first,
         "drain_s": drain_s,
-        "p50_ms": statistics.median(latencies) * 1e3 if latencies else None,
         # A delivery that never came counts as infinitely late.
-        "p99_ms": percentile(latencies + [math.inf] * (expected - delivered), 0.99) * 1e3 if latencies else None,
-        "max_ms": max(latencies) * 1e3 if latencies else None,
+        "p50_ms": statistics.median(received) * 1e3 if received else None,
+        "p99_ms": percentile(one_to_one, 0.99) * 1e3 if received else None,
+        "covered_p50_ms": percentile(covered, 0.5) * 1e3 if reached else None,
+        "covered_p99_ms": percentile(covered, 0.99) * 1e3 if reached else None,
+        "max_ms": max(received) * 1e3 if received else None,
         "server_cpu_s": cpu_s,
-        "server_cpu_us_per_delivery": cpu_s / max(1, delivered) * 1e6,
+        "server_cpu_us_per_delivery": cpu_s / max(1, reached) * 1e6,
         "client_cpu_s": client_cpu_s,
-        "rss_before_kb": before["VmRSS"],
-        "rss_after_kb": after["VmRSS"],
-        "threads_after": after["Threads"],
-        # [published at (s from the first), deliveries, slowest delivery (ms)] per publication
+        "rss_before_kb": [s.get("VmRSS") for s in before],
+        "rss_after_kb": [s.get("VmRSS") for s in after],
+        "threads_after": [s.get("Threads") for s in after],
+        # [published at (s from the first), covered deliveries, slowest of them (ms)] per publication
         "per_publication": [
-            [round(t - published["publications"][0][0], 3), int(count), round(slowest * 1e3, 1)]
+            [round(t - first, 3), int(count), round(slowest * 1e3, 1)]
             for (t, _), (count, slowest) in zip(published["publications"], per_publication, strict=True)
         ],
     }
-    share = result["delivered_share"]
+    killed = (
+        f"; worker 0 killed at {result['kill'].get('killed_at', 0):.1f} s, {kill.get('resumed', 0)}/"
+        f"{kill.get('victims', 0)} resumed on the other (last after {kill.get('resumed_max_s') or 0:.1f} s)"
+        if kill
+        else ""
+    )
     print(
-        f"  {kind:>4} N={n:,} R={rate:g}/s: {connected:,} connected in {connect_s:.1f} s ({crowd.refused} refused); "
-        f"{result['publications']} publications (achieved {published['achieved_rate'] or 0:.1f}/s, late p99 "
-        f"{published['late_ms_p99'] or 0:.0f} ms); {delivered:,}/{expected:,} delivered"
-        + (f" ({share:.2%})" if share is not None else "")
-        + f", {extra} extra; {len(ended)} streams ended by the server ({result['ended_with_result']} with a final "
-        "result"
-        + (
-            f", between {result['first_end_after_s']:.1f} and {result['last_end_after_s']:.1f} s after the first "
-            f"publication; the last delivery at {result['last_delivery_after_s']:.1f} s"
-            if ended
-            else ""
-        )
-        + f"); p50 {fmt_ms(result['p50_ms'])}, p99 {fmt_ms(result['p99_ms'])}, max {fmt_ms(result['max_ms'])}; "
-        f"drain {drain_s:.1f} s; server CPU {cpu_s:.1f} s ({result['server_cpu_us_per_delivery']:.0f} µs/delivery), "
-        f"client CPU {client_cpu_s:.1f} s",
+        f"  {kind:>4} x{len(workers)} N={n:,} R={rate:g}/s: {connected:,} connected in {connect_s:.1f} s "
+        f"({crowd.refused} refused); {result['publications']} publications (achieved "
+        f"{published['achieved_rate'] or 0:.1f}/s, late p99 {published['late_ms_p99'] or 0:.0f} ms){killed}; "
+        f"covered {reached:,}/{expected:,} ({result['covered_share'] or 0:.2%}), one-to-one {delivered:,} "
+        f"({result['delivered_share'] or 0:.2%}); gap {result['gap_total']} in {result['clients_with_gap']} clients; "
+        f"{extra} extra, {duplicates} duplicates; {len(ended)} streams ended by the server "
+        f"({result['ended_with_result']} with a final result); covered p50 {fmt_ms(result['covered_p50_ms'])}, "
+        f"p99 {fmt_ms(result['covered_p99_ms'])}; one-to-one p99 {fmt_ms(result['p99_ms'])}; drain {drain_s:.1f} s; "
+        f"server CPU {cpu_s:.1f} s ({result['server_cpu_us_per_delivery']:.0f} µs/delivery), client CPU "
+        f"{client_cpu_s:.1f} s",
+        flush=True,
+    )
+    return result
+
+
+async def measure_revocation(
+    workers: list[tuple[subprocess.Popen[bytes], int]],
+    plan: list[tuple[str, str]],
+    pks: list[int],
+    env: dict[str, str],
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """Listener ``i`` holds token ``pks[i]`` alone; another process revokes the tokens ``--revoke-rate`` a second.
+    Latency: the revoke call's start to the stream's final result."""
+    ports = [port for _, port in workers]
+    crowd = await open_crowd(ports, plan, args.concurrency, args.connect_timeout, first_id=1)
+    await asyncio.sleep(args.settle)
+    config = {"pks": pks[: len(plan)], "rate": args.revoke_rate}
+    revoked = await run_role(env, "revoker", config, len(plan) / args.revoke_rate * 3 + 60)
+    due = {index for _, index in revoked["revocations"]}
+    drain_s = await drain(crowd, lambda listener: listener.index in due, args)
+    by_index = {listener.index: listener for listener in crowd.listeners}
+    latencies: list[float] = []
+    for t, index in revoked["revocations"]:
+        listener = by_index.get(index)
+        if listener is not None:
+            final = listener.final_at
+            latencies.append(max(0.0, final - t) if final is not None else math.inf)
+    open_after = sum(1 for listener in crowd.listeners if listener.ended is None)
+    without_result = sum(1 for listener in crowd.listeners if listener.ended is not None and not listener.final_result)
+    await crowd.close()
+    finite = [latency for latency in latencies if not math.isinf(latency)]
+    result: dict[str, Any] = {
+        "workers": len(workers),
+        "listeners": len(plan),
+        "connected": len(crowd.listeners),
+        "refused": crowd.refused,
+        "revoked": len(revoked["revocations"]),
+        "rate": args.revoke_rate,
+        "revoke_call_ms_p50": revoked["call_ms_p50"],
+        "revoke_call_ms_max": revoked["call_ms_max"],
+        "ended_with_result": len(finite),
+        "ended_without_result": without_result,
+        "still_open": open_after,
+        "p50_ms": percentile(latencies, 0.5) * 1e3 if finite else None,
+        "p99_ms": percentile(latencies, 0.99) * 1e3 if finite else None,
+        "max_ms": max(latencies) * 1e3 if finite else None,
+        "drain_s": drain_s,
+    }
+    print(
+        f"  revocation x{len(workers)}: {result['connected']:,}/{len(plan):,} listeners, each its own token; "
+        f"{result['revoked']:,} revoked at {args.revoke_rate:g}/s (call p50 {revoked['call_ms_p50'] or 0:.1f} ms); "
+        f"{len(finite):,} ended with the final result, {without_result} without, {open_after} still open; "
+        f"revoke to final result p50 {fmt_ms(result['p50_ms'])}, p99 {fmt_ms(result['p99_ms'])}, "
+        f"max {fmt_ms(result['max_ms'])}",
         flush=True,
     )
     return result
 
 
 def full(run: dict[str, Any]) -> bool:
-    return bool(run["connected"]) and run["delivered"] >= run["expected"] and not run["refused"]
+    """Every publication covered for every client, nobody refused, every killed worker's client resumed."""
+    resumed = not run["kill"] or run["kill"].get("failed", 1) == 0
+    return bool(run["connected"]) and run["covered"] >= run["expected"] and not run["refused"] and resumed
+
+
+@contextlib.contextmanager
+def uvicorn_workers(
+    kind: str, label: str, env: dict[str, str], count: int
+) -> Iterator[list[tuple[subprocess.Popen[bytes], int, Path]]]:
+    """``count`` uvicorn workers of ``kind``, one process and port each."""
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(uvicorn_server(kind, f"{label}-w{j}", env)) for j in range(count)]
+
+
+def note_logs(kind: str, logs: list[Path]) -> list[dict[str, Any]]:
+    summaries = [log_summary(log) for log in logs]
+    for summary in summaries:
+        noted = [line for line in summary["first"] if "graceful shutdown exceeded" not in line]
+        if noted:  # (uvicorn cancels the streams still open at shutdown: not worth a line)
+            print(f"    {kind} server log ({summary['lines']} lines): {noted[:3]}")
+    return summaries
 
 
 async def run_all(
     args: argparse.Namespace, sizes: list[int], redis_url: str, env: dict[str, str], data: dict[str, Any]
-) -> list[dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     runs: list[dict[str, Any]] = []
     kinds = [kind.strip() for kind in args.servers.split(",") if kind.strip()]
+    step = args.duration * 2 + args.drain + 2 * args.connect_timeout + 300  # one measurement's time-out
     turn = 0
     for n in sizes:
         plan = listener_plan(data, n, args.tokens)
@@ -709,19 +1040,26 @@ async def run_all(
                 break
             for kind in active[turn % len(active) :] + active[: turn % len(active)]:  # the first server alternates
                 flush_redis(redis_url)
-                label = f"{n}-{rate:g}"
-                with uvicorn_server(kind, label, env) as (process, port, log):
-                    run = await measure(kind, process.pid, port, n, rate, plan, env, args)
-                run["log"] = log_summary(log)
-                noted = [line for line in run["log"]["first"] if "graceful shutdown exceeded" not in line]
-                if noted:  # (uvicorn cancels the streams still open at shutdown: not worth a line)
-                    print(f"    {kind} server log ({run['log']['lines']} lines): {noted[:3]}")
+                with uvicorn_workers(kind, f"{n}-{rate:g}", env, args.workers) as started:
+                    workers = [(process, port) for process, port, _ in started]
+                    run = await asyncio.wait_for(measure(kind, workers, n, rate, plan, env, args), step)
+                run["log"] = note_logs(kind, [log for _, _, log in started])
                 runs.append(run)
                 if not full(run):
                     fallen.add(kind)
             turn += 1
+    revocation = None
+    if args.revoke:
+        flush_redis(redis_url)
+        plan = listener_plan(data, args.revoke, "distinct")
+        with uvicorn_workers("ours", f"revoke-{args.revoke}", env, args.workers) as started:
+            workers = [(process, port) for process, port, _ in started]
+            revocation = await asyncio.wait_for(
+                measure_revocation(workers, plan, data["distinct_pks"], env, args), step
+            )
+        revocation["log"] = note_logs("ours", [log for _, _, log in started])
     flush_redis(redis_url)
-    return runs
+    return runs, revocation
 
 
 # Summary -------------------------------------------------------------------------------------------------
@@ -743,7 +1081,8 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
                     "listeners": n,
                     "highest_full_rate": max(good, default=None),
                     "first_rate_below": below["rate"] if below else None,
-                    "share_at_first_below": below["delivered_share"] if below else None,
+                    "share_at_first_below": below["covered_share"] if below else None,
+                    "one_to_one_at_first_below": below["delivered_share"] if below else None,
                     "rates": [r["rate"] for r in mine],
                 }
             )
@@ -757,14 +1096,22 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
             {
                 "listeners": n,
                 "rate": rate,
-                "delivered_ratio": ours["delivered"] / bare["delivered"] if bare["delivered"] else None,
-                "ours_share": ours["delivered_share"],
-                "bare_share": bare["delivered_share"],
-                "p50_ratio": ratio(ours["p50_ms"], bare["p50_ms"]),
-                "p99_ratio": ratio(ours["p99_ms"], bare["p99_ms"]),
-                "ours_p99_ms": ours["p99_ms"],
-                "bare_p99_ms": bare["p99_ms"],
+                # covered (coalescing per URI allowed, as the issue does); one-to-one beside it
+                "delivered_ratio": ours["covered"] / bare["covered"] if bare["covered"] else None,
+                "ours_share": ours["covered_share"],
+                "bare_share": bare["covered_share"],
+                "ours_one_to_one_share": ours["delivered_share"],
+                "bare_one_to_one_share": bare["delivered_share"],
+                "p50_ratio": ratio(ours["covered_p50_ms"], bare["covered_p50_ms"]),
+                "p99_ratio": ratio(ours["covered_p99_ms"], bare["covered_p99_ms"]),
+                "ours_p99_ms": ours["covered_p99_ms"],
+                "bare_p99_ms": bare["covered_p99_ms"],
+                "one_to_one_p99_ratio": ratio(ours["p99_ms"], bare["p99_ms"]),
                 "ours_ended": ours["ended_by_server"],
+                "ours_gap": ours["gap_total"],
+                "bare_gap": bare["gap_total"],
+                "ours_resumed": ours["kill"].get("resumed"),
+                "bare_resumed": bare["kill"].get("resumed"),
             }
         )
     return {"servers": servers, "points": points}
@@ -772,15 +1119,35 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--listeners", default="500,5000", help="comma-separated listener counts (default 500,5000)")
+    parser.add_argument(
+        "--listeners", default="500,5000", help="comma-separated listener counts (default 500,5000; '' for none)"
+    )
     parser.add_argument("--rates-500", default=",".join(map(str, SWEEPS[500])), help="the sweep at 500 listeners")
     parser.add_argument("--rates-5000", default=",".join(map(str, SWEEPS[5000])), help="the sweep at 5,000")
     parser.add_argument("--rates", default="", help="the sweep for any other listener count (default: 1,2,4,...)")
     parser.add_argument("--quick", action="store_true", help="500 listeners only, 10 s of updates, 10..80/s")
-    parser.add_argument("--duration", type=float, default=15.0, help="seconds of updates per measurement")
+    parser.add_argument("--duration", type=float, default=120.0, help="seconds of updates per measurement")
+    parser.add_argument(
+        "--workers", type=int, default=2, help="uvicorn processes per server (listener i on i %% workers)"
+    )
+    parser.add_argument(
+        "--kill-at",
+        type=float,
+        default=0.0,
+        help="kill -9 the first worker this far through the updates (0.5: half way; needs --workers 2 or more); "
+        "its listeners resume on the second with their last event id",
+    )
     parser.add_argument("--documents", type=int, default=20)
     parser.add_argument("--users", type=int, default=4, help="owners of the documents (round-robin)")
     parser.add_argument("--tokens", choices=["shared", "distinct"], default="shared")
+    parser.add_argument(
+        "--revoke",
+        type=int,
+        default=0,
+        help="after the sweeps: this many listeners of ours, each on a token of its own, whose tokens another "
+        "process revokes (AccessToken.revoke()); revoke-to-final-result latency",
+    )
+    parser.add_argument("--revoke-rate", type=float, default=100.0, help="revocations a second (open loop)")
     parser.add_argument("--publisher-lanes", type=int, default=20, help="publications at once; must divide --documents")
     parser.add_argument(
         "--publisher-mode",
@@ -797,14 +1164,20 @@ def main() -> None:
     parser.add_argument("--deadline", type=float, default=3000.0, help="seconds for the whole run")
     parser.add_argument("--redis-db", type=int, default=11, help="the Redis database to use (flushed)")
     parser.add_argument("--servers", default="ours,bare", help="which servers to measure (default: ours,bare)")
-    parser.add_argument("--role", choices=["main", "publisher"], default="main", help=argparse.SUPPRESS)
+    parser.add_argument("--output", default="delivery", help="results/<output>.json (default delivery)")
+    parser.add_argument("--role", choices=["main", "publisher", "revoker"], default="main", help=argparse.SUPPRESS)
     parser.add_argument("--config", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.role == "publisher":
         run_publisher(json.loads(args.config))
         return
+    if args.role == "revoker":
+        run_revoker(json.loads(args.config))
+        return
     if args.documents % args.publisher_lanes:
         parser.error("--publisher-lanes must divide --documents (each lane owns whole documents)")
+    if args.kill_at and args.workers < 2:
+        parser.error("--kill-at needs --workers 2 or more (the listeners resume on another worker)")
 
     if args.quick:
         args.listeners, args.duration, args.rates_500 = "500", min(args.duration, 10.0), "10,20,40,80"
@@ -816,15 +1189,17 @@ def main() -> None:
         ]
         for n in sizes
     }
-    redis_url = f"redis://127.0.0.1:6379/{args.redis_db}"
-    limit = raise_fd_limit(max(sizes) + args.documents + 1024)
-    if limit < max(sizes) + 256:
-        raise SystemExit(f"RLIMIT_NOFILE is {limit}: too low for {max(sizes):,} listeners")
+    redis_url = args.redis_url = f"redis://127.0.0.1:6379/{args.redis_db}"
+    most = max([*sizes, args.revoke])
+    limit = raise_fd_limit(most + args.documents + 1024)
+    if limit < most + 256:
+        raise SystemExit(f"RLIMIT_NOFILE is {limit}: too low for {most:,} listeners")
     try:
         flush_redis(redis_url)
     except Exception as exc:
         raise SystemExit(f"Redis is not reachable at {redis_url} ({type(exc).__name__}: {exc})") from exc
 
+    started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="mcp-delivery-") as tmp:
         env = server_env(Path(tmp), redis_url)
         os.environ.update({key: env[key] for key in ("DJANGO_SETTINGS_MODULE", "MCP_DEMO_DB", "MCP_REDIS_URL")})
@@ -832,15 +1207,20 @@ def main() -> None:
         import django
 
         django.setup()
-        data = prepare(env, args, max(sizes))
+        distinct = max(args.revoke, max(sizes, default=0) if args.tokens == "distinct" else 0)
+        data = prepare(env, args, distinct)
         print(
-            f"delivery: listeners on one uvicorn worker, ours vs a bare reader of the Redis stream, "
+            f"delivery: listeners on {args.workers} uvicorn worker(s) per server (listener i on worker i % "
+            f"{args.workers}), ours vs a bare reader of the Redis stream, publications from a third process, "
             f"{args.documents} documents of {args.users} users, tokens {args.tokens}, Redis db {args.redis_db}, "
-            f"{args.duration:g} s of updates per point; sweeps "
-            + "; ".join(f"N={n:,}: {', '.join(f'{r:g}' for r in args.sweeps[n])}/s" for n in sizes),
+            f"{args.duration:g} s of updates per point"
+            + (f", worker 0 killed {args.kill_at:g} of the way" if args.kill_at else "")
+            + "; sweeps "
+            + "; ".join(f"N={n:,}: {', '.join(f'{r:g}' for r in args.sweeps[n])}/s" for n in sizes)
+            + (f"; then {args.revoke:,} tokens revoked at {args.revoke_rate:g}/s" if args.revoke else ""),
             flush=True,
         )
-        runs = asyncio.run(asyncio.wait_for(run_all(args, sizes, redis_url, env, data), args.deadline))
+        runs, revocation = asyncio.run(asyncio.wait_for(run_all(args, sizes, redis_url, env, data), args.deadline))
 
     summary = summarize(runs)
     from benchmarks.run import git_state
@@ -848,9 +1228,10 @@ def main() -> None:
     for s in summary["servers"]:
         highest = "none" if s["highest_full_rate"] is None else f"{s['highest_full_rate']:g}/s"
         print(
-            f"{s['server']:>4} N={s['listeners']:,}: highest rate with 100% delivered {highest}, first rate below "
+            f"{s['server']:>4} N={s['listeners']:,}: highest rate with 100% covered {highest}, first rate below "
             + (
-                f"{s['first_rate_below']:g}/s ({s['share_at_first_below']:.1%} delivered)"
+                f"{s['first_rate_below']:g}/s ({s['share_at_first_below']:.1%} covered, "
+                f"{s['one_to_one_at_first_below']:.1%} one-to-one)"
                 if s["first_rate_below"] is not None
                 else f"none up to {max(s['rates']):g}/s"
             )
@@ -859,24 +1240,41 @@ def main() -> None:
         delivered_ok = p["delivered_ratio"] is not None and p["delivered_ratio"] >= DELIVERED_TARGET
         p99_ok = p["p99_ratio"] is not None and p["p99_ratio"] <= P99_TARGET
         print(
-            f"N={p['listeners']:,} at {p['rate']:g}/s: delivered ours/bare "
+            f"N={p['listeners']:,} at {p['rate']:g}/s: covered ours/bare "
             + ("n/a" if p["delivered_ratio"] is None else f"{p['delivered_ratio']:.3f}")
-            + f" (ours {p['ours_share']:.2%}, bare {p['bare_share']:.2%}; target >= {DELIVERED_TARGET:g}: "
-            f"{'met' if delivered_ok else 'MISSED'}); p99 ours/bare {fmt_ms(p['ours_p99_ms'])}/"
-            f"{fmt_ms(p['bare_p99_ms'])} = "
+            + f" (ours {p['ours_share']:.2%}, bare {p['bare_share']:.2%}; one-to-one ours "
+            f"{p['ours_one_to_one_share']:.2%}, bare {p['bare_one_to_one_share']:.2%}; target >= "
+            f"{DELIVERED_TARGET:g}: {'met' if delivered_ok else 'MISSED'}); covered p99 ours/bare "
+            f"{fmt_ms(p['ours_p99_ms'])}/{fmt_ms(p['bare_p99_ms'])} = "
             + ("n/a" if p["p99_ratio"] is None else f"{p['p99_ratio']:.2f}x")
-            + f" (target <= {P99_TARGET:g}x: {'met' if p99_ok else 'MISSED'})"
+            + f" (target <= {P99_TARGET:g}x: {'met' if p99_ok else 'MISSED'}); gap ours {p['ours_gap']}, bare "
+            f"{p['bare_gap']}"
         )
+    if revocation is not None:
+        p99 = revocation["p99_ms"]
+        print(
+            f"revocation: p99 {fmt_ms(p99)} (target <= {REVOKE_TARGET_MS:g} ms: "
+            f"{'met' if p99 is not None and p99 <= REVOKE_TARGET_MS else 'MISSED'})"
+        )
+    print(f"took {time.monotonic() - started:.0f} s")
     write_result(
-        "delivery",
+        args.output,
         {
             "runs": runs,
             **summary,
-            "targets": {"delivered_ratio": DELIVERED_TARGET, "p99_ratio": P99_TARGET},
-            "config": {key: value for key, value in vars(args).items() if key not in ("role", "config", "sweeps")},
+            "revocation": revocation,
+            "targets": {
+                "delivered_ratio": DELIVERED_TARGET,
+                "p99_ratio": P99_TARGET,
+                "revoke_p99_ms": REVOKE_TARGET_MS,
+            },
+            "config": {
+                key: value for key, value in vars(args).items() if key not in ("role", "config", "sweeps", "redis_url")
+            },
             "sweeps": {str(n): rates for n, rates in args.sweeps.items()},
             "fd_limit": limit,
             "cpus": os.cpu_count(),
+            "load_average": os.getloadavg(),
             "commit": git_state(),
             "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         },

@@ -1,24 +1,25 @@
-"""Item 6: ``subscriptions/listen`` streams on one uvicorn worker against a bare Channels consumer.
+"""Item 6: ``subscriptions/listen`` streams on one uvicorn worker against a bare reader of the same log.
 
-Two servers, one uvicorn process each (no reload, one worker), both on the Redis channel layer
-(``MCP_REDIS_URL=redis://127.0.0.1:6379/<--redis-db>``; the benchmark owns that database and flushes it before
-every server it starts):
+Two servers, one uvicorn process each (no reload, one worker), both on the Redis log
+(``MCP_REDIS_URL=redis://127.0.0.1:6379/<--redis-db>``, the stream ``mcp_resources:events``; the benchmark owns
+that database and flushes it before every server it starts):
 
 - ours: the standard deployment, ``testproject.asgi:application`` (Channels' ``ProtocolTypeRouter`` and
   ``URLRouter``, the MCP path to ``MCPEndpoint``, which serves streams on the event loop), with
   ``benchmarks.settings_listeners``, the conformance profile (unauthenticated) with ``STREAMS_PER_CALLER`` raised,
   on a fresh temporary SQLite database (migrated); each listener POSTs ``subscriptions/listen`` for
   ``test://watched-resource``;
-- bare: ``benchmarks.bare_consumer:application``, a Channels ``AsyncHttpConsumer`` joining the same group on the
-  same layer and writing each message as an SSE event (the baseline of docs/performance-and-security.md 1.5).
+- bare: ``benchmarks.bare_reader:application``, one ``XREAD BLOCK`` task on the same Redis stream writing each
+  ``updated`` event as an SSE event to the requests that asked for its URI (the baseline of ``bench_delivery.py``;
+  until issue 28 this was a bare Channels ``AsyncHttpConsumer`` on the Redis channel layer).
 
 For each N (1,000; 5,000 too with ``--full``), ``--rounds`` times (default 3, the first server alternating) and
 for each server, in a fresh server process: warm up (a few
 listeners and one broadcast, so the worker thread pool has reached its size), read ``Threads`` and ``VmRSS``
 from ``/proc/<pid>/status``, open N listeners (raw asyncio streams on loopback, a bounded number of handshakes at
 once, each waiting for its acknowledgement), read them again, then publish ``--broadcasts`` messages from this
-process through the same Redis channel layer (``group_send(uri_group(uri), {"type": "mcp.resource.updated",
-"uri": uri})``), one at a time, each once every listener got the previous one (or after ``--broadcast-timeout``).
+process with the public ``notify_resource_updated(uri)`` (one ``XADD`` on the log), one at a time, each once every
+listener got the previous one (or after ``--broadcast-timeout``).
 Latency is publish (just before ``group_send``) to receipt (the read that carries the event), both on this
 process's ``perf_counter``; the load generator shares the machine's cores with the servers and with Redis,
 equally for both servers. Everything stops by itself: per-step time-outs and an overall ``--deadline``.
@@ -44,7 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,7 @@ from benchmarks.common import PROTOCOL_VERSION, RESULTS_DIR, ROOT, write_result
 
 SETTINGS = "benchmarks.settings_listeners"
 WATCHED = "test://watched-resource"
-APPS = {"ours": "testproject.asgi:application", "bare": "benchmarks.bare_consumer:application"}
+APPS = {"ours": "testproject.asgi:application", "bare": "benchmarks.bare_reader:application"}
 ACK_MARK = b"notifications/subscriptions/acknowledged"
 UPDATE_MARK = b"notifications/resources/updated"
 THREADS_TARGET = 1.0
@@ -352,18 +353,19 @@ def percentile(values: list[float], q: float) -> float:
 # One measurement -----------------------------------------------------------------------------------------
 
 
-async def measure(kind: str, pid: int, port: int, n: int, layer: Any, args: argparse.Namespace) -> dict[str, Any]:
-    from mcp_resources.subscriptions.broker import uri_group
+async def measure(kind: str, pid: int, port: int, n: int, args: argparse.Namespace) -> dict[str, Any]:
+    from mcp_resources.subscriptions import notify_resource_updated
 
-    group = uri_group(WATCHED)
-    message = {"type": "mcp.resource.updated", "uri": WATCHED}
+    def broadcast() -> Awaitable[None]:
+        return asyncio.to_thread(notify_resource_updated, WATCHED)
+
     idle = proc_status(pid)
 
     # Warm-up: handshakes and one broadcast with a few listeners, so thread pools and allocators have grown.
     warm = await open_cohort(port, args.warmup_listeners, args.concurrency, args.connect_timeout, first_id=10**6)
     if warm.refused or not warm.listeners:
         raise RuntimeError(f"{kind}: warm-up listeners refused ({warm.refused} of {args.warmup_listeners})")
-    await layer.group_send(group, message)
+    await broadcast()
     await warm.wait_for(1, args.broadcast_timeout)
     await warm.close()
     await asyncio.sleep(args.settle)
@@ -383,7 +385,7 @@ async def measure(kind: str, pid: int, port: int, n: int, layer: Any, args: argp
     cpu0 = proc_cpu_seconds(pid)
     for k in range(args.broadcasts):
         published.append(time.perf_counter())
-        await layer.group_send(group, message)
+        await broadcast()
         complete.append(await cohort.wait_for(k + 1, args.broadcast_timeout))
         await asyncio.sleep(args.gap)
     cpu_s = proc_cpu_seconds(pid) - cpu0
@@ -466,9 +468,6 @@ def ratio(ours: float | None, bare: float | None) -> float | None:
 
 
 async def run_all(args: argparse.Namespace, sizes: list[int], redis_url: str, workdir: Path) -> list[dict[str, Any]]:
-    from channels.layers import get_channel_layer
-
-    layer = get_channel_layer()
     env = server_env(workdir, redis_url)
     runs: list[dict[str, Any]] = []
     kinds = [kind.strip() for kind in args.servers.split(",") if kind.strip()]
@@ -478,7 +477,7 @@ async def run_all(args: argparse.Namespace, sizes: list[int], redis_url: str, wo
             for kind in kinds[turn % len(kinds) :] + kinds[: turn % len(kinds)]:  # the first server alternates
                 flush_redis(redis_url)
                 with uvicorn_server(kind, n, env) as (process, port):
-                    run = await measure(kind, process.pid, port, n, layer, args)
+                    run = await measure(kind, process.pid, port, n, args)
                 runs.append({**run, "round": round_index})
             turn += 1
     flush_redis(redis_url)
@@ -614,8 +613,8 @@ def main() -> None:
         django.setup()
         prepare(workdir, redis_url)
         print(
-            f"item 6: listeners on one uvicorn worker, ours vs a bare Channels AsyncHttpConsumer, N = "
-            f"{', '.join(f'{n:,}' for n in sizes)}, {args.broadcasts} broadcasts through Redis db {args.redis_db}",
+            f"item 6: listeners on one uvicorn worker, ours vs a bare reader of the Redis log, N = "
+            f"{', '.join(f'{n:,}' for n in sizes)}, {args.broadcasts} broadcasts, Redis db {args.redis_db}",
             flush=True,
         )
         runs = asyncio.run(asyncio.wait_for(run_all(args, sizes, redis_url, workdir), args.deadline))

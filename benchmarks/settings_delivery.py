@@ -1,11 +1,9 @@
-"""Django settings for ``bench_delivery.py``: the demo's settings (authenticated callers, access checks, the Redis
-channel layer and cache of ``MCP_REDIS_URL``, the SQLite file of ``MCP_DEMO_DB``) with ``STREAMS_PER_CALLER``
-raised.
+"""Django settings for ``bench_delivery.py``: the demo's settings (authenticated callers, access checks, the log
+and cache on the Redis of ``MCP_REDIS_URL``, the SQLite file of ``MCP_DEMO_DB``) with ``STREAMS_PER_CALLER`` raised.
 
 Every listener of a document holds its owner's token, so a few users hold hundreds or thousands of streams each;
 the default limit (10 streams per caller and process) would refuse the 11th. Nothing else differs from
-``testproject.settings``: the channel layer (``capacity`` 100, ``socket_timeout`` 30, ``max_connections`` 1000) is
-the demo's, and the bare consumer (``bare_consumer.py``) runs on the same settings.
+``testproject.settings``. The publisher and revoker processes of the benchmark run on them too.
 """
 
 from __future__ import annotations
