@@ -147,7 +147,7 @@ teams-wheel: install
 
 teams-install: teams-wheel $(TEAMS_VENV)/.deps
 	$(TEAMS_PY) -m pip install --quiet --force-reinstall --no-deps $(TEAMS_WHEELHOUSE)/*.whl
-	$(TEAMS_PY) -m pip install --quiet "$$(ls $(TEAMS_WHEELHOUSE)/*.whl)[redis,channels]"
+	$(TEAMS_PY) -m pip install --quiet "$$(ls $(TEAMS_WHEELHOUSE)/*.whl)[channels]"
 
 pytest-teams: teams-install ts-install
 	cd $(TEAMS_DIR) && $(TEAMS_PY) -m pytest $(TEAMS_ARGS)

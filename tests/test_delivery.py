@@ -9,6 +9,7 @@ names Redis; changes are published from worker threads as a request's commit wou
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 from collections.abc import Callable
@@ -33,7 +34,6 @@ from tests.stream_support import (
     LIST_CHANGED,
     SUBSCRIPTION_ID,
     TRUNCATED,
-    Clock,
     Exchange,
     application,
     final_result,
@@ -359,10 +359,16 @@ async def test_a_session_stream_resumes_after_last_event_id(
     await again.disconnect()
 
 
+def past_the_window() -> None:
+    """Trim the log to its newest entry, as the retention trims it once the others are older than the window
+    (``test_the_log_keeps_order_and_knows_its_window`` trims by time)."""
+    broker.get_log().client.xtrim(broker.KEY, maxlen=1, approximate=False)
+
+
 async def test_past_the_retention_window_a_listen_ends_telling_the_client_to_list_again(
     alice: Any, make_token: Callable[..., str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(broker, "_memory", None)  # a log of this test's own: no other test sees its clock's jump
+    monkeypatch.setattr(broker, "_logs", {})  # a log of this test's own: no other test sees it trimmed
     (doc,) = await in_thread(documents, alice, 1)
     token = await in_thread(make_token, alice)
     first, _ = await listen(token, "w1", {"resourceSubscriptions": [uri(doc)]})
@@ -371,10 +377,8 @@ async def test_past_the_retention_window_a_listen_ends_telling_the_client_to_lis
     last_seen = first.event_ids[-1]
     await first.disconnect()
     await in_thread(notify_resource_updated, uri(doc))
-    clock = Clock()
-    monkeypatch.setattr(broker, "time", clock)
-    clock.advance(2 * 3600)  # past DELIVERY_RETENTION_SECONDS (an hour)
-    await in_thread(notify_resource_list_changed)  # appending trims what is older than the window
+    await in_thread(notify_resource_list_changed)
+    past_the_window()
     again, _ = await listen(token, "w2", {"resourceSubscriptions": [uri(doc)]}, resume=last_seen)
     final = await again.event()
     assert final == {
@@ -392,7 +396,7 @@ async def test_past_the_retention_window_a_session_stream_tells_its_client_to_re
 ) -> None:
     """A GET stream that ended would be reconnected with the same Last-Event-ID forever: instead it tells its client
     to list and read everything again (``list_changed``, then ``updated`` for each subscribed URI) and goes on."""
-    monkeypatch.setattr(broker, "_memory", None)  # a log of this test's own: no other test sees its clock's jump
+    monkeypatch.setattr(broker, "_logs", {})  # a log of this test's own: no other test sees it trimmed
     docs = await in_thread(documents, alice, 2)
     token = await in_thread(make_token, alice)
     session = await new_session(token, [uri(doc) for doc in docs])
@@ -402,10 +406,8 @@ async def test_past_the_retention_window_a_session_stream_tells_its_client_to_re
     last_seen = first.event_ids[-1]
     await first.disconnect()
     await in_thread(notify_resource_updated, uri(docs[1]))  # missed, and soon past the window
-    clock = Clock()
-    monkeypatch.setattr(broker, "time", clock)
-    clock.advance(2 * 3600)
     await in_thread(notify_resource_updated, uri(docs[1]))
+    past_the_window()
     again = await session_stream(token, session, last_event_id=last_seen)
     assert await again.event() == list_changed()
     assert sorted([(await again.event())["params"]["uri"] for _ in docs]) == sorted(uri(doc) for doc in docs)
@@ -524,10 +526,15 @@ def test_a_thousand_publications_reuse_the_pools_connections(settings: Any) -> N
         assert broker.get_log().replay(broker.ZERO, 2000)[0][-1].target == "learn://documents/999"
 
 
-def test_the_redis_log_keeps_order_and_knows_its_window(settings: Any) -> None:
-    with live.redis_database() as url:
-        settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "DELIVERY_URL": url}
-        log = broker.get_log()
+@pytest.mark.parametrize("backend", ["memory", "redis"])
+def test_the_log_keeps_order_and_knows_its_window(settings: Any, backend: str) -> None:
+    """One log on both backends (a Redis server, or this process's in-process Redis): ids in order, what followed
+    an id, and the window's end once something after an id was trimmed (by count, or by time as publishing trims)."""
+    with contextlib.ExitStack() as stack:
+        if backend == "redis":
+            url = stack.enter_context(live.redis_database())
+            settings.MCP_RESOURCES = {**settings.MCP_RESOURCES, "DELIVERY_URL": url}
+        log = broker.get_log() if backend == "redis" else broker.Log()
         assert log.replay(broker.ZERO, 10) == ([], True)
         ids = [log.append({"k": broker.LIST_CHANGED}) for _ in range(5)]
         assert ids == sorted(ids, key=broker.parse_id)
@@ -535,30 +542,25 @@ def test_the_redis_log_keeps_order_and_knows_its_window(settings: Any) -> None:
         assert complete
         assert [event.id for event in events] == ids[2:]
         assert [event.id for event in log.read(ids[2], 0.1)] == ids[3:]
-        live.redis_client(int(url.rsplit("/", 1)[1])).xtrim(broker.KEY, maxlen=2, approximate=False)
+        log.client.xtrim(broker.KEY, maxlen=2, approximate=False)
         assert log.replay(ids[3], 10)[1] is True  # nothing after ids[3] was trimmed
         assert log.replay(ids[1], 10)[1] is False  # ids[2] was: past the window
         assert log.replay("99999999999999-0", 10)[1] is False  # an id this log never gave (another Redis)
-
-
-def test_the_memory_log_keeps_order_and_knows_its_window(monkeypatch: pytest.MonkeyPatch) -> None:
-    log = broker.MemoryLog()
-    clock = Clock()
-    monkeypatch.setattr(broker, "time", clock)
-    ids = [log.append({"k": broker.LIST_CHANGED}) for _ in range(3)]
-    assert [event.id for event in log.replay(ids[0], 10)[0]] == ids[1:]
-    assert log.replay(ids[0], 10)[1] is True
-    clock.advance(7200)
-    later = log.append({"k": broker.UPDATED, "t": "x://y"})
-    assert log.replay(ids[0], 10)[1] is False
-    assert log.replay(later, 10) == ([], True)
+        # Publishing trims by time, counted back from the log's newest id (Redis drops whole nodes of 100 entries).
+        old = [log.append({"k": broker.LIST_CHANGED}) for _ in range(150)]
+        hour_later = f"{broker.parse_id(old[-1])[0] + 3_600_001}-0"
+        log.client.xadd(broker.KEY, {"k": broker.LIST_CHANGED}, id=hour_later)
+        later = log.append({"k": broker.LIST_CHANGED})
+        assert log.replay(ids[3], 10)[1] is False
+        assert log.replay(old[0], 10)[1] is False
+        assert log.replay(later, 10) == ([], True)
     assert fanout.CONCURRENT_DECISIONS >= 1
 
 
 def test_a_reader_no_open_stream_uses_stops_and_the_next_stream_starts_another(monkeypatch: pytest.MonkeyPatch) -> None:
     """A log's reader lives while an event loop with streams uses it: once every loop of its hubs has closed (or
     ``DELIVERY_URL`` moved on), it stops instead of reading (and logging the outages of) that log for ever."""
-    log = broker.MemoryLog()
+    log = broker.Log()
     loop = asyncio.new_event_loop()
     reader = fanout.reader_for(log)
     fanout.Hub(reader, loop)

@@ -283,9 +283,9 @@ def _post(url: str, token: str, method: str, params: dict[str, object], name: st
 
 
 def test_the_wheel_without_extras_serves_list_read_and_templates(minimal_python: Path, tmp_path: Path) -> None:
-    """Only the required dependencies (no extra: no REST framework, no Redis, no OpenTelemetry): a project of its own
-    migrates, checks, mints a token and serves resources/list, resources/templates/list and resources/read from a
-    real server."""
+    """Only the required dependencies (no extra: no REST framework, no Redis server, no OpenTelemetry): a project of
+    its own migrates, checks, mints a token and serves resources/list, resources/templates/list and resources/read
+    from a real server."""
     import socket
     import time
     import urllib.error

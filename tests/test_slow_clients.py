@@ -278,7 +278,7 @@ def open_listen(port: int, token: str, uri: str, *, receive_buffer: int | None =
 def test_a_listener_that_never_reads_is_ended_and_a_reading_one_is_not(
     server: live.Server, project: live.Project, redis_url: str
 ) -> None:
-    from mcp_resources.subscriptions.broker import UPDATED, RedisLog
+    from mcp_resources.subscriptions.broker import UPDATED, Log
 
     # A public static resource with a long URI: every notification about it is about 2 KB.
     uri = "test://slow-consumer/" + "x" * 1900
@@ -290,7 +290,7 @@ def test_a_listener_that_never_reads_is_ended_and_a_reading_one_is_not(
     stuck = open_listen(server.port, token, uri, receive_buffer=4096)  # then never read again
     reader = Reader(open_listen(server.port, token, uri))
     reader.start()
-    log = RedisLog(redis_url)  # the server's log: publishing as another process does
+    log = Log(redis_url)  # the server's log: publishing as another process does
 
     def publish() -> None:
         log.append({"k": UPDATED, "t": uri})

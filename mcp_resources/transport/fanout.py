@@ -1,28 +1,19 @@
 """One reader of the log per process, one hub per event loop: the log's events routed to the open streams.
 
-A daemon thread, the process's :class:`Reader`, reads every new event of the log (``XREAD BLOCK`` on Redis) from
-where it left off and hands each batch to the :class:`Hub` of every event loop that serves streams. A hub knows
-which of its streams wants what (a URI's updates, list changes, a session's control, a token's changes) and
-queues each event on them in the log's order. An update is decided once per caller (the same credentials on the
-same server), every caller in one thread hop and one query where the template allows
-(:meth:`~mcp_resources.server.MCPServer.may_read_each`); the URIs waiting are decided together, up to
-:data:`DECISION_BATCH` in one hop, :data:`CONCURRENT_DECISIONS` hops at once; a change of a URI whose decision has
-not started shares it.
-
-Nothing is lost between the log and a stream: a stream that cannot keep up (its queue full) and every stream after
-the reader lost Redis for a while catch up from the log by their last event id
-(:meth:`~mcp_resources.transport.streams.Stream.catch_up`).
+Nothing is lost between the log and a stream: one that cannot keep up, and every stream after the reader lost the log
+a while, catches up from the log by its last event id (:meth:`~mcp_resources.transport.streams.Stream.catch_up`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
 import weakref
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
@@ -43,99 +34,69 @@ DECISION_BATCH = 32  # URIs decided at most in one worker-thread hop (one reques
 FAILED = "failed"
 """An access decision that raised: the streams concerned end (their clients resynchronise), nothing is withheld."""
 READ_SECONDS = 1.0
-TRIM_SECONDS = 10.0
 IDLE_SECONDS = 5.0
-"""A reader with no hub on an open event loop for this long stops: a log no stream uses any more (its loops closed,
-or ``DELIVERY_URL`` changed) is not read for ever. The next stream on that log starts a reader again."""
+"""A reader with no hub on an open event loop for this long stops; the next stream on its log starts another."""
 
 counts: Counter[str] = Counter()
-"""Delivery counters of this process (see :func:`delivery_counts`)."""
 
 
 def delivery_counts() -> dict[str, int]:
-    """What this process delivered, withheld, replayed and ended since it started.
-
-    ``delivered`` notifications written to streams; ``withheld`` updates a caller may no longer read; ``replayed``
-    notifications a stream caught up on from the log; ``caught_up`` catch-ups (a stream that fell behind, or every
-    stream after the reader lost the log for a while); ``ended_<reason>`` streams ended with a final message for
-    each reason of :data:`~mcp_resources.transport.streams.ENDINGS`.
-    """
+    """This process's delivery counters, by name (docs/subscriptions.md, "What ends a stream", lists them)."""
     return dict(counts)
 
 
 class Reader(threading.Thread):
-    """The process's reader of one log: every new event, to every hub, in the log's order."""
+    """The process's reader of one log: every new event (``XREAD BLOCK``), to every loop's hub, in the log's order."""
 
     def __init__(self, log: Log) -> None:
         super().__init__(name="mcp-resources-log-reader", daemon=True)
         self.log = log
         self.position = log.last_id()
         self.hubs: set[Hub] = set()
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # a hub joins at ``position``, and never a retired reader
         self.retired = False
 
-    def live_hubs(self) -> list[Hub]:
-        """The hubs whose event loops are still open (the others are forgotten)."""
-        with self.lock:
-            self.hubs = {hub for hub in self.hubs if not hub.loop.is_closed()}
-            return list(self.hubs)
-
-    def retire(self) -> bool:
-        """Stop, unless a hub joined meanwhile; :func:`reader_for` then starts a new reader for the log."""
-        with _readers_lock, self.lock:
-            if self.hubs:
-                return False
-            self.retired = True
-            if _readers.get(id(self.log)) is self:
-                del _readers[id(self.log)]
-            return True
-
     def run(self) -> None:
-        failed = False
-        trimmed = idle_since = time.monotonic()
+        failed, used = False, time.monotonic()
         while True:
-            if self.live_hubs():
-                idle_since = time.monotonic()
-            elif time.monotonic() - idle_since > IDLE_SECONDS and self.retire():
-                return
+            with self.lock:
+                self.hubs = {hub for hub in self.hubs if not hub.loop.is_closed()}
+                if self.hubs:
+                    used = time.monotonic()
+                elif time.monotonic() - used > IDLE_SECONDS:
+                    self.retired = True
+                    return
             try:
                 events = self.log.read(self.position, READ_SECONDS)
-                if time.monotonic() - trimmed > TRIM_SECONDS:
-                    trimmed = time.monotonic()
-                    self.log.trim(self.position)
             except Exception:
-                # Logged with its traceback once per outage while streams wait on it (then at DEBUG each second until
-                # the log answers); a log no open stream uses is only logged at DEBUG while the reader winds down.
-                log = logger.debug if failed or not self.live_hubs() else logger.exception
+                # With its traceback once per outage while streams use the log, then at DEBUG until it answers.
+                log = logger.debug if failed or not self.hubs else logger.exception
                 log("reading the log failed; reading again from %s", self.position)
                 failed = True
                 time.sleep(1)
                 continue
-            with self.lock:  # a hub added from now on starts at the new position
+            with self.lock:
                 hubs = list(self.hubs)
-                if events:
-                    self.position = events[-1].id
+                self.position = events[-1].id if events else self.position
             if failed:  # what was trimmed meanwhile is found by each stream's catch-up
                 failed = False
                 logger.warning("reading the log again from %s", self.position)
                 for hub in hubs:
                     hub.call(hub.lag_all)
-            if events:
-                for hub in hubs:
-                    if not hub.call(hub.receive, events):
-                        with self.lock:
-                            self.hubs.discard(hub)
+            for hub in hubs if events else ():
+                hub.call(hub.receive, events)
 
 
-_readers: dict[int, Reader] = {}
+_readers: dict[Log, Reader] = {}
 _readers_lock = threading.Lock()
 
 
 def reader_for(log: Log) -> Reader:
+    """The running reader of ``log``, started on first use and again after one retired."""
     with _readers_lock:
-        reader = _readers.get(id(log))
-        if reader is None or reader.log is not log or reader.retired or not reader.is_alive():
-            reader = _readers[id(log)] = Reader(log)
+        reader = _readers.get(log)
+        if reader is None or reader.retired or not reader.is_alive():
+            reader = _readers[log] = Reader(log)
             reader.start()
         return reader
 
@@ -233,62 +194,46 @@ _hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Hub] = weakref.WeakK
 
 
 async def get_hub() -> Hub:
-    """The hub of the running loop on the configured log (created, with the process's reader, on first use: in a
-    worker thread, as the reader asks the log where it ends)."""
-    loop = asyncio.get_running_loop()
-    log = broker.get_log()
-    hub = _hubs.get(loop)
-    while hub is None or hub.log is not log or hub.reader.retired:
+    """The running loop's hub on the configured log, made on first use (with the log's reader, in a worker thread)."""
+    loop, log = asyncio.get_running_loop(), broker.get_log()
+    while (hub := _hubs.get(loop)) is None or hub.log is not log or hub.reader.retired:
         reader = await sync_to_async(reader_for, thread_sensitive=False)(log)
-        hub = _hubs.get(loop)
-        if hub is None or hub.log is not log or hub.reader.retired:
-            try:
-                hub = _hubs[loop] = Hub(reader, loop)
-            except ReaderRetired:  # it stopped between reader_for() and now: start another
-                hub = None
+        if (hub := _hubs.get(loop)) is None or hub.log is not log or hub.reader.retired:  # none made meanwhile
+            with contextlib.suppress(ReaderRetired):  # it stopped meanwhile: the next turn starts another
+                _hubs[loop] = Hub(reader, loop)
     return hub
 
 
-def running_hub() -> Hub | None:
-    try:
-        return _hubs.get(asyncio.get_running_loop())
-    except RuntimeError:
-        return None
-
-
 def decide(batch: list[tuple[str, list[Callable[[str], bool]]]]) -> list[list[bool | str | None]]:
-    """For each ``(uri, checks)``, each check's decision on ``uri``: ``True``, ``False``, ``None`` (its credentials
-    are no longer accepted) or :data:`FAILED` (the check raised: logged).
-
-    Checks whose type offers ``check_each(uri, checks)`` (the endpoint's) are decided together; others one by
-    one. Runs in a worker thread, as one request for Django (stale database connections are closed around it).
-    """
+    """For each ``(uri, checks)``, each check's decision: ``True``, ``False``, ``None`` (credentials no longer
+    accepted) or :data:`FAILED` (it raised: logged); checks whose type has ``check_each(uri, checks)`` together.
+    In a worker thread, as one request for Django (closing stale database connections)."""
     signals.request_started.send(sender=Hub)
     try:
-        outcomes: list[list[bool | str | None]] = []
-        for uri, checks in batch:
-            outcome: list[bool | str | None] = [FAILED] * len(checks)
-            outcomes.append(outcome)
-            batches: dict[Any, list[int]] = {}
-            for index, check in enumerate(checks):
-                batches.setdefault(getattr(type(check), "check_each", None), []).append(index)
-            for check_each, indexes in batches.items():
-                if check_each is not None:
-                    try:
-                        decided = check_each(uri, [checks[i] for i in indexes])
-                    except Exception:
-                        logger.exception("access checks for %s failed", uri[:200])
-                        continue
-                    for index, allowed in zip(indexes, decided, strict=True):
-                        outcome[index] = allowed
-                    continue
-                for index in indexes:
-                    try:
-                        outcome[index] = bool(checks[index](uri))
-                    except CredentialsRejected:
-                        outcome[index] = None
-                    except Exception:
-                        logger.exception("access check for %s failed", uri[:200])
-        return outcomes
+        return [_decide_uri(uri, checks) for uri, checks in batch]
     finally:
         signals.request_finished.send(sender=Hub)
+
+
+def _decide_uri(uri: str, checks: list[Callable[[str], bool]]) -> list[bool | str | None]:
+    groups: dict[Any, list[Callable[[str], bool]]] = {}
+    for check in checks:
+        groups.setdefault(getattr(type(check), "check_each", _each), []).append(check)
+    decided: dict[int, bool | str | None] = {}
+    for check_each, group in groups.items():
+        try:
+            decided.update(zip(map(id, group), check_each(uri, group), strict=True))
+        except Exception:
+            logger.exception("access checks for %s failed", uri[:200])
+    return [decided.get(id(check), FAILED) for check in checks]
+
+
+def _each(uri: str, checks: list[Callable[[str], bool]]) -> Iterator[bool | str | None]:
+    for check in checks:
+        try:
+            yield bool(check(uri))
+        except CredentialsRejected:
+            yield None
+        except Exception:
+            logger.exception("access check for %s failed", uri[:200])
+            yield FAILED
