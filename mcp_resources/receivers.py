@@ -119,8 +119,9 @@ def _evict_user(sender: Any, instance: Any, **kwargs: Any) -> None:
 def _user_saved(sender: Any, instance: Any, created: bool = False, raw: bool = False, **kwargs: Any) -> None:
     """A user saved (deactivated, a new password, any field the authentication may look at): its tokens changed."""
     token_cache.discard_user(instance.pk)
-    if not created and not raw:
-        _tokens_changed(kwargs.get("using"), user=instance)
+    if created or raw or set(kwargs.get("update_fields") or ()) == {"last_login"}:
+        return  # a new user has no tokens; a sign-in (Django's ``update_last_login``) changes nothing they rely on
+    _tokens_changed(kwargs.get("using"), user=instance)
 
 
 def _application_saved(sender: Any, instance: Any, created: bool = False, raw: bool = False, **kwargs: Any) -> None:

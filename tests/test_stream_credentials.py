@@ -302,3 +302,24 @@ async def test_a_session_cookie_stream_notices_the_sign_out_at_the_next_update(a
     await in_thread(notify_resource_updated, target)
     assert await stream.until_closed(5) == [final_result("cookie")]
     await stream.finished()
+
+
+def test_a_sign_in_publishes_no_token_change_and_other_user_saves_do(
+    alice: Any, make_token: Callable[..., str]
+) -> None:
+    """Django's ``update_last_login`` saves the user at every sign-in: that changes nothing a token relies on, so it
+    costs no query and no event; any other save of the user publishes a change of each of its tokens."""
+    from mcp_resources.subscriptions import broker
+
+    make_token(alice)
+    log = broker.get_log()
+
+    def token_events_after(save: Callable[[], None]) -> int:
+        start = log.last_id()
+        save()
+        events, _complete = log.replay(start, 100)
+        return sum(event.kind == broker.TOKEN for event in events)
+
+    assert token_events_after(lambda: alice.save(update_fields=["last_login"])) == 0
+    assert token_events_after(lambda: alice.save(update_fields=["first_name"])) == 1
+    assert token_events_after(alice.save) == 1
