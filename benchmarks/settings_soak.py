@@ -4,7 +4,7 @@ per caller.
 ``STREAMS_PER_CALLER`` (default 10 per caller and process) is raised to ``MCP_SOAK_STREAMS_PER_CALLER`` (default
 1,000): the soak's listeners belong to a few users, each holding a few hundred streams. Everything else is
 ``benchmarks.settings``: ``MCP_BENCH_PGDATABASE``, Django's pool (``MCP_BENCH_DB_POOL``), a shared
-``CURSOR_KEYS`` secret, and the Redis channel layer and cache of ``MCP_REDIS_URL``.
+``CURSOR_KEYS`` secret, and the Redis log and cache of ``MCP_REDIS_URL``.
 """
 
 from __future__ import annotations

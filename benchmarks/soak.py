@@ -3,7 +3,7 @@
 ``make soak`` (outside ``make test``; ``make soak SOAK_SECONDS=120`` for a short run). One uvicorn process serves
 ``testproject.asgi:application`` with ``benchmarks.settings_soak`` (the demo; PostgreSQL database
 ``MCP_BENCH_PGDATABASE``, default ``mcp_soak``, created afresh and dropped afterwards; Django's pool; the Redis
-channel layer and cache of ``MCP_REDIS_URL``, a Redis database claimed as the test suite claims them). Three kinds
+log and cache of ``MCP_REDIS_URL``, a Redis database claimed as the test suite claims them). Three kinds
 of clients, each its own process, run at once for ``--seconds``:
 
 - **load** (``--rate`` requests a second, open loop: request ``k`` is due at ``start + k / rate`` whatever happened
