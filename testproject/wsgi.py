@@ -1,7 +1,8 @@
 """WSGI entry point: ``gunicorn testproject.wsgi``.
 
 Every path, the MCP endpoint included, goes through Django's own WSGI handler and the middleware stack. Under
-WSGI the endpoint serves no subscription streams (they need the ASGI entry point, ``testproject.asgi``).
+gunicorn's gevent worker (``--worker-class gevent``) the endpoint serves subscription streams too; under other
+workers it serves none (``testproject.asgi`` does).
 """
 
 from __future__ import annotations

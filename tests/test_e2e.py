@@ -2,9 +2,9 @@
 
 - ASGI: ``demo_server``, uvicorn serving ``testproject.asgi`` (Channels' routers, ``MCPEndpoint`` at ``/mcp``,
   every MCP request but the streams through Django's ASGI handler and its middleware);
-- WSGI: gunicorn serving ``testproject.wsgi`` (Django's WSGI handler, middleware on; no streams: a session's GET
-  is answered 405, which the 2025-11-25 transport allows), under its ``gthread`` worker and under its ``gevent``
-  worker (with Django's pool on PostgreSQL), the WSGI deployment docs/deployment.md advises.
+- WSGI: gunicorn serving ``testproject.wsgi`` (Django's WSGI handler, middleware on), under its ``gthread`` worker
+  (no streams: a session's GET is answered 405, which the 2025-11-25 transport allows) and under its ``gevent``
+  worker (with Django's pool on PostgreSQL, streams too), the deployment docs/deployment.md advises.
 
 Both serve the same project (``demo_project``: one fresh database with ``load_demo_data``, SQLite or PostgreSQL
 with ``MCP_TEST_DB=postgres``); tokens come from ``manage.py mcp_token`` bound to each server's endpoint. Every
@@ -371,8 +371,9 @@ def test_client_without_token_cannot_list(server: live.Server) -> None:
 
 
 def test_session_stream_under_each_deployment(server: live.Server, demo: Demo) -> None:
-    """A 2025-11-25 session: its GET stream opens under ASGI; under WSGI the GET is answered 405 (the transport
-    allows a server without that stream) and the client works on, with its session, over POST alone."""
+    """A 2025-11-25 session: its GET stream opens under ASGI and under gunicorn's gevent worker; under its gthread
+    worker the GET is answered 405 (the transport allows a server without that stream) and the client works on,
+    with its session, over POST alone."""
     streams: list[tuple[int, str]] = []
     ended: list[int] = []
 
@@ -398,7 +399,7 @@ def test_session_stream_under_each_deployment(server: live.Server, demo: Demo) -
     assert "learn://about" in uris
     assert text == "This is document 1 of alice."
     status, content_type = streams[0]
-    if server.kind == "uvicorn":
+    if server.kind in ("uvicorn", "gevent"):
         assert (status, content_type) == (200, "text/event-stream")
     else:
         assert status == 405

@@ -4,7 +4,9 @@ Served by Django's own handlers, WSGI or ASGI, behind the project's middleware. 
 status and JSON-RPC error the spec names; nothing escapes as an HTTP 500 and no backend detail reaches the client.
 Long-lived streams need an event loop: under ASGI the view answers them with an
 :class:`~mcp_resources.transport.streams.EventStreamResponse`, which :class:`~mcp_resources.transport.asgi.MCPEndpoint`
-serves on the loop with no thread (Django's own ASGI handler serves it too, with one thread per open stream).
+serves on the loop with no thread (Django's own ASGI handler serves it too, with one thread per open stream); under
+gunicorn's gevent worker with a :class:`~mcp_resources.transport.greenlets.GreenletStreamResponse`, served from one
+event loop in a greenlet of the process.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from mcp_resources.protocol.versions import PROTOCOL_VERSION_META, SESSION_VERSI
 from mcp_resources.protocol.versions import negotiate_session_version as negotiate_version
 from mcp_resources.server import CallContext, MCPServer, default_server
 from mcp_resources.subscriptions import broker
+from mcp_resources.transport import greenlets
 from mcp_resources.transport.headers import check_stateless_request, header
 from mcp_resources.transport.origin import origin_allowed
 from mcp_resources.transport.sessions import (
@@ -224,8 +227,9 @@ def is_stateless_request(message: jsonrpc.Message, version_header: str | None) -
 
 def serves_streams(request: HttpRequest) -> bool:
     """Whether a stream can be served: under ASGI, by :class:`~mcp_resources.transport.asgi.MCPEndpoint` (on its
-    loop) or by Django's own ASGI handler (one thread per stream); never under WSGI."""
-    return endpoint_serves(request) or isinstance(request, ASGIRequest)
+    loop) or by Django's own ASGI handler (one thread per stream); under WSGI only in a process gevent has patched
+    (gunicorn's gevent worker: :mod:`~mcp_resources.transport.greenlets`)."""
+    return endpoint_serves(request) or isinstance(request, ASGIRequest) or greenlets.gevent_patched()
 
 
 def endpoint_serves(request: HttpRequest) -> bool:
@@ -484,7 +488,8 @@ class MCPView(View):
         return HttpResponse(status=204)
 
     def get(self, request: HttpRequest) -> HttpResponseBase:
-        """A 2025-11-25 session's GET stream (under ASGI; ``405`` under WSGI, which the transport allows)."""
+        """A 2025-11-25 session's GET stream (under ASGI or gunicorn's gevent worker; ``405`` under other WSGI servers,
+        which the transport allows)."""
         session_id = header(request, SESSION_HEADER)
         if session_id is None or not mcp_settings.subscriptions or not serves_streams(request):
             return self.http_method_not_allowed(request)
@@ -573,8 +578,11 @@ class MCPView(View):
         if not acquire(plan):
             error = InvalidRequest("Too many open streams for this caller", request_id=plan.subscription_id)
             return error_response(error, 429)
-        if not endpoint_serves(request):
-            warn_thread_per_stream()
+        if endpoint_serves(request):
+            return EventStreamResponse(Stream(plan), headers)
+        if not isinstance(request, ASGIRequest):  # WSGI, patched by gevent (serves_streams)
+            return greenlets.GreenletStreamResponse(Stream(plan), headers, request.META.get("gunicorn.socket"))
+        warn_thread_per_stream()
         return EventStreamResponse(Stream(plan), headers)
 
 

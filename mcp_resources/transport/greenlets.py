@@ -1,0 +1,213 @@
+"""Streams under gunicorn's gevent worker: the same :class:`~mcp_resources.transport.streams.Stream`, served by WSGI.
+
+In a process that gevent has monkey-patched, one asyncio event loop runs in a greenlet of its own (a patched
+``threading.Thread``). Its selector and its self-pipe are gevent's, so it waits cooperatively like any greenlet. The
+hub, the log's reader and every :class:`Stream` live on it as they do under uvicorn, so ordering, resume, access
+re-checks, keep-alives and final answers come from the same code. :class:`GreenletStreamResponse` hands the WSGI
+server a sync iterator: each chunk is one ``__anext__`` of :meth:`Stream.events` run on that loop
+(``asyncio.run_coroutine_threadsafe``), and the request's greenlet waits on the result, which under gevent parks
+only that greenlet.
+
+Every greenlet of the process shares one OS thread, and asyncio keeps the running loop per OS thread. So that no
+other greenlet (a request's, a worker thread's) sees the loop as running (Django would refuse its ORM calls there,
+asgiref its ``async_to_sync``), a greenlet trace function (``greenlet.settrace``) unsets the running loop when the
+loop's greenlet switches out and sets it again when it switches back in.
+
+A client that goes away is noticed on the next write (an event or a keep-alive, every ``STREAM_KEEPALIVE_SECONDS``):
+the worker closes the response, which ends the stream and releases it. When the process is told to stop (``SIGTERM``,
+as gunicorn's arbiter stops a worker gracefully), every stream ends with its final answer, so the worker's graceful
+shutdown does not wait ``--graceful-timeout`` for them: the handler the server installed runs after ours.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from collections.abc import AsyncGenerator, Iterator
+from typing import Any, cast
+
+from django.db import close_old_connections
+
+from mcp_resources.conf import mcp_settings
+from mcp_resources.transport.fanout import counts
+from mcp_resources.transport.streams import EventStreamResponse, Stream, end_all_streams
+
+logger = logging.getLogger("mcp_resources.transport")
+
+
+def gevent_patched() -> bool:
+    """Whether gevent has monkey-patched this process's threads (as a gunicorn gevent worker does before it loads
+    the project). gevent is never imported here: a process that has not imported it is not patched."""
+    monkey = sys.modules.get("gevent.monkey")
+    return monkey is not None and bool(monkey.is_module_patched("threading"))
+
+
+class _LoopHost:
+    """The process's event loop for streams, in a greenlet of its own (started on first use, again after a fork)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.pid = 0
+
+    def get(self) -> asyncio.AbstractEventLoop:
+        with self.lock:
+            if self.loop is None or self.pid != os.getpid() or self.loop.is_closed():
+                self.pid = os.getpid()
+                self.loop = asyncio.new_event_loop()
+                started = threading.Event()
+                thread = threading.Thread(
+                    target=self._run, args=(self.loop, started), name="mcp-resources-streams", daemon=True
+                )
+                thread.start()
+                started.wait()
+                _end_streams_on_sigterm(self.loop)
+            return self.loop
+
+    @staticmethod
+    def _run(loop: asyncio.AbstractEventLoop, started: threading.Event) -> None:
+        import greenlet
+
+        own = greenlet.getcurrent()
+        previous = greenlet.gettrace()
+
+        def trace(event: str, args: Any) -> Any:
+            if event in ("switch", "throw"):
+                origin, target = args
+                if target is own:
+                    if loop.is_running():
+                        asyncio._set_running_loop(loop)
+                elif origin is own:
+                    asyncio._set_running_loop(None)
+            if previous is not None:
+                return previous(event, args)
+            return None
+
+        greenlet.settrace(trace)
+        asyncio.set_event_loop(loop)
+        loop.call_soon(started.set)
+        try:
+            loop.run_forever()
+        finally:
+            greenlet.settrace(previous)
+
+
+_host = _LoopHost()
+
+
+def _end_streams_on_sigterm(loop: asyncio.AbstractEventLoop) -> None:
+    """Before the process's own ``SIGTERM`` handler (gunicorn's graceful stop), end the streams of ``loop``; a
+    process without a Python handler for it (one that dies at once) is left as it is."""
+    previous = signal.getsignal(signal.SIGTERM)
+    if not callable(previous):
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop has closed
+            loop.call_soon_threadsafe(lambda: loop.create_task(end_all_streams()))
+        previous(signum, frame)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
+def stream_loop() -> asyncio.AbstractEventLoop:
+    """The event loop that serves this process's streams under gevent (started on first use)."""
+    return _host.get()
+
+
+class _Events:
+    """The chunks of a stream, as a sync iterator: each one taken from :meth:`Stream.events` on the streams' loop.
+
+    ``sock`` is the client's socket (gunicorn's ``environ["gunicorn.socket"]``): when the server has not asked for
+    the next chunk ``STREAM_SEND_TIMEOUT_SECONDS`` after the last one (its write waits on a client that stopped
+    reading), the socket is shut down, which fails that write, and the stream ends."""
+
+    def __init__(self, stream: Stream, sock: socket.socket | None = None) -> None:
+        self.stream = stream
+        self.sock = sock
+        self.loop = stream_loop()
+        self.events = cast(AsyncGenerator[bytes, None], stream.events())  # an async generator
+        self.pending: asyncio.Task[Any] | None = None
+        self.writing: asyncio.TimerHandle | None = None  # the send timeout of the chunk being written
+        self.started = False
+        self.finished = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self
+
+    def __next__(self) -> bytes:
+        if self.finished:
+            raise StopIteration
+        if not self.started:
+            # The response is out of the view and its middleware: the request's database connections go back
+            # (to Django's pool) now, not when the stream ends, as request_finished would.
+            self.started = True
+            close_old_connections()
+            with contextlib.suppress(Exception):  # Stream.events() opens it again: a failure ends it with its answer
+                asyncio.run_coroutine_threadsafe(self.stream.open(), self.loop).result()
+            return b""  # the status and headers go out now, once the stream has joined the hub
+        chunk = asyncio.run_coroutine_threadsafe(self._next(), self.loop).result()
+        if chunk is None:
+            self.finished = True
+            raise StopIteration
+        return chunk
+
+    async def _next(self) -> bytes | None:
+        if self.writing is not None:
+            self.writing.cancel()  # the last chunk was written
+        self.pending = asyncio.current_task()
+        try:
+            chunk = await self.events.__anext__()
+        except StopAsyncIteration:
+            return None
+        if self.sock is not None:
+            self.writing = self.loop.call_later(mcp_settings.stream_send_timeout_seconds, self._stuck)
+        return chunk
+
+    def _stuck(self) -> None:
+        """A write waited past ``STREAM_SEND_TIMEOUT_SECONDS``: end the stream (as :class:`MCPEndpoint` does)."""
+        counts["ended_send_timeout"] += 1
+        logger.warning("stream %s ended: a write waited past STREAM_SEND_TIMEOUT_SECONDS", self.stream.id)
+        self.stream.disconnected()
+        assert self.sock is not None
+        # Shut the connection down through a duplicate of its descriptor: the waiting write then fails as on any
+        # closed connection (EPIPE, which the server ignores), where gevent would fail it as a descriptor closed
+        # under it, which gunicorn logs as an error.
+        with contextlib.suppress(OSError):
+            duplicate = socket.fromfd(self.sock.fileno(), self.sock.family, self.sock.type)
+            try:
+                duplicate.shutdown(socket.SHUT_RDWR)
+            finally:
+                duplicate.close()
+
+    def close(self) -> None:
+        """The response is closed (the stream ended, or the client went away): end the stream on its loop."""
+        if self.finished:
+            return
+        self.finished = True
+        with contextlib.suppress(RuntimeError):  # the loop has closed (the process is exiting)
+            asyncio.run_coroutine_threadsafe(self._close(), self.loop)
+
+    async def _close(self) -> None:
+        if self.writing is not None:
+            self.writing.cancel()
+        self.stream.disconnected()
+        pending = self.pending
+        if pending is not None and not pending.done() and pending is not asyncio.current_task():
+            await asyncio.wait({pending})
+        await self.events.aclose()
+
+
+class GreenletStreamResponse(EventStreamResponse):
+    """An :class:`EventStreamResponse` that a WSGI server iterates: under gunicorn's gevent worker."""
+
+    def __init__(self, stream: Stream, headers: dict[str, str] | None = None, sock: Any = None) -> None:
+        super().__init__(stream, headers)
+        self.events = _Events(stream, sock if isinstance(sock, socket.socket) else None)  # type: ignore[assignment]
+        self.streaming_content = self.events
