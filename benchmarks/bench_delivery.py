@@ -8,7 +8,9 @@ settings, ``STREAMS_PER_CALLER`` raised):
 
 - ours: ``testproject.asgi:application``, the demo as deployed: real OAuth callers (django-oauth-toolkit tokens,
   scope ``documents:read``), each listener's token checked on its listen and its access to the document re-checked
-  as the server does before each ``updated`` notification, on a fresh migrated SQLite file;
+  as the server does before each ``updated`` notification, on a fresh migrated SQLite file; with ``--server gevent``,
+  ``testproject.wsgi:application`` under gunicorn's gevent worker instead (one gunicorn with one worker per process;
+  its worker is the process measured and killed);
 - bare: ``benchmarks.bare_reader:application``, one ``XREAD BLOCK`` task per process on the same Redis stream
   writing each ``updated`` event to the requests whose listen body asks for its URI (and replaying from the log
   after a resume id): no Django, no authentication, no access check, no limits, no coalescing, the floor of Redis
@@ -75,6 +77,7 @@ import math
 import os
 import re
 import resource
+import signal
 import socket
 import statistics
 import subprocess
@@ -115,6 +118,7 @@ FRAME_END = b"\r\n\r\n"
 EVENT_ID_META = "io.github.django-mcp-resources/eventId"
 SSE_ID = re.compile(rb"(?:^|\n)id: (\d+-\d+)\r?\n")
 ACK_POSITION = re.compile(rb'"io\.github\.django-mcp-resources/eventId":\s*"(\d+-\d+)"')
+SERVER = ["uvicorn"]  # how ours is served (--server)
 SWEEPS = {500: [10, 20, 40, 80, 160, 320, 640], 5000: [1, 2, 4, 8, 16, 32, 64]}
 TARGET_RATES = {500: 10.0, 5000: 1.0}
 DELIVERED_TARGET = 1.0  # ours delivered / bare delivered, at least
@@ -216,15 +220,41 @@ def listener_plan(data: dict[str, Any], n: int, tokens: str) -> list[tuple[str, 
 # Servers -------------------------------------------------------------------------------------------------
 
 
+SERVING: dict[int, int] = {}
+"""gunicorn's pid -> its (only) worker's pid, the process that serves (``--server gevent``)."""
+
+
+def serving_pid(process: subprocess.Popen[bytes]) -> int:
+    """The process that serves: uvicorn's own, or gunicorn's worker."""
+    return SERVING.get(process.pid, process.pid)
+
+
+def gunicorn_worker(pid: int) -> int:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError, ValueError):
+            return int(Path(f"/proc/{pid}/task/{pid}/children").read_text().split()[0])
+        time.sleep(0.1)
+    raise RuntimeError("gunicorn started no worker")
+
+
 @contextlib.contextmanager
 def uvicorn_server(kind: str, label: str, env: dict[str, str]) -> Iterator[tuple[subprocess.Popen[bytes], int, Path]]:
+    """``kind``'s server on a free port: uvicorn, or for ours with ``--server gevent`` one gunicorn gevent worker
+    (``testproject.wsgi``)."""
     port = free_port()
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    log = RESULTS_DIR / f"delivery-{kind}-{label}.log"
-    argv = [sys.executable, "-m", "uvicorn", APPS[kind], "--host", "127.0.0.1", "--port", str(port)]
-    argv += ["--log-level", "warning", "--backlog", "4096", "--timeout-graceful-shutdown", "5"]
-    # The demo's lifespan goes to MCPEndpoint (ours); the bare consumer has none.
-    argv += ["--lifespan", "on" if kind == "ours" else "off"]
+    gevent = kind == "ours" and SERVER[0] == "gevent"
+    log = RESULTS_DIR / f"delivery-{kind}{'-gevent' if gevent else ''}-{label}.log"
+    if gevent:
+        argv = [sys.executable, "-m", "gunicorn", "testproject.wsgi:application", "--worker-class", "gevent"]
+        argv += ["--bind", f"127.0.0.1:{port}", "--workers", "1", "--worker-connections", "20000"]
+        argv += ["--log-level", "warning", "--backlog", "4096", "--graceful-timeout", "5"]
+    else:
+        argv = [sys.executable, "-m", "uvicorn", APPS[kind], "--host", "127.0.0.1", "--port", str(port)]
+        argv += ["--log-level", "warning", "--backlog", "4096", "--timeout-graceful-shutdown", "5"]
+        # The demo's lifespan goes to MCPEndpoint (ours); the bare consumer has none.
+        argv += ["--lifespan", "on" if kind == "ours" else "off"]
     with log.open("wb") as log_file:
         process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT)
         try:
@@ -239,8 +269,11 @@ def uvicorn_server(kind: str, label: str, env: dict[str, str]) -> Iterator[tuple
                     if time.monotonic() > deadline:
                         raise RuntimeError(f"{kind} server did not start:\n{log.read_text()}") from None
                     time.sleep(0.1)
+            if gevent:
+                SERVING[process.pid] = gunicorn_worker(process.pid)
             yield process, port, log
         finally:
+            SERVING.pop(process.pid, None)
             process.terminate()
             try:
                 process.wait(timeout=20)
@@ -740,9 +773,9 @@ async def kill_and_resume(
     ``port`` (the other worker) with the last event id it received (or its acknowledgement's position)."""
     await asyncio.sleep(max(0.0, at - now()))
     with contextlib.suppress(OSError):
-        report["cpu_s_at_kill"] = proc_cpu_seconds(victim.pid)
+        report["cpu_s_at_kill"] = proc_cpu_seconds(serving_pid(victim))
     killed = now()
-    victim.kill()
+    os.kill(serving_pid(victim), signal.SIGKILL)
     report["killed_at"] = killed
     victims = [listener for listener in crowd.listeners if listener.port != port]
     gate = asyncio.Semaphore(args.concurrency)
@@ -787,7 +820,7 @@ async def measure(
     from mcp_resources.subscriptions import notify_resource_updated
 
     ports = [port for _, port in workers]
-    pids = [process.pid for process, _ in workers]
+    pids = [serving_pid(process) for process, _ in workers]
     uris = list(dict.fromkeys(uri for _, uri in plan))
     warm_plan = plan[: len(uris)]  # listener i watches document i % documents: one listener of each
     # Warm-up: a listener per document and an update of each, so that pools, caches and allocators have grown.
@@ -1164,10 +1197,18 @@ def main() -> None:
     parser.add_argument("--deadline", type=float, default=3000.0, help="seconds for the whole run")
     parser.add_argument("--redis-db", type=int, default=11, help="the Redis database to use (flushed)")
     parser.add_argument("--servers", default="ours,bare", help="which servers to measure (default: ours,bare)")
+    parser.add_argument(
+        "--server",
+        choices=["uvicorn", "gevent"],
+        default="uvicorn",
+        help="how ours is served: uvicorn (testproject.asgi), or gunicorn's gevent worker (testproject.wsgi), one "
+        "gunicorn with one worker per --workers; the bare reader is always uvicorn's",
+    )
     parser.add_argument("--output", default="delivery", help="results/<output>.json (default delivery)")
     parser.add_argument("--role", choices=["main", "publisher", "revoker"], default="main", help=argparse.SUPPRESS)
     parser.add_argument("--config", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    SERVER[0] = args.server
     if args.role == "publisher":
         run_publisher(json.loads(args.config))
         return
@@ -1210,8 +1251,9 @@ def main() -> None:
         distinct = max(args.revoke, max(sizes, default=0) if args.tokens == "distinct" else 0)
         data = prepare(env, args, distinct)
         print(
-            f"delivery: listeners on {args.workers} uvicorn worker(s) per server (listener i on worker i % "
-            f"{args.workers}), ours vs a bare reader of the Redis stream, publications from a third process, "
+            f"delivery: listeners on {args.workers} worker(s) per server (ours under {args.server}; listener i on "
+            f"worker i % {args.workers}), ours vs a bare reader of the Redis stream, publications from a third "
+            "process, "
             f"{args.documents} documents of {args.users} users, tokens {args.tokens}, Redis db {args.redis_db}, "
             f"{args.duration:g} s of updates per point"
             + (f", worker 0 killed {args.kill_at:g} of the way" if args.kill_at else "")
