@@ -4,9 +4,8 @@ In a process that gevent has monkey-patched, one asyncio event loop runs in a gr
 ``threading.Thread``). Its selector and its self-pipe are gevent's, so it waits cooperatively like any greenlet. The
 hub, the log's reader and every :class:`Stream` live on it as they do under uvicorn, so ordering, resume, access
 re-checks, keep-alives and final answers come from the same code. :class:`GreenletStreamResponse` hands the WSGI
-server a sync iterator: each chunk is one ``__anext__`` of :meth:`Stream.events` run on that loop
-(``asyncio.run_coroutine_threadsafe``), and the request's greenlet waits on the result, which under gevent parks
-only that greenlet.
+server a sync iterator: a task on that loop iterates :meth:`Stream.events` and hands each chunk over, and the
+request's greenlet waits for it on a patched ``threading.Event``, which parks only that greenlet.
 
 Every greenlet of the process shares one OS thread, and asyncio keeps the running loop per OS thread. So that no
 other greenlet (a request's, a worker thread's) sees the loop as running (Django would refuse its ORM calls there,
@@ -29,6 +28,9 @@ import signal
 import socket
 import sys
 import threading
+import time
+import weakref
+from collections import deque
 from collections.abc import AsyncGenerator, Iterator
 from typing import Any, cast
 
@@ -121,22 +123,46 @@ def stream_loop() -> asyncio.AbstractEventLoop:
     return _host.get()
 
 
-class _Events:
-    """The chunks of a stream, as a sync iterator: each one taken from :meth:`Stream.events` on the streams' loop.
+PENDING_CHUNKS = 2
+"""Chunks a stream's pump puts ahead of its writer at most; past them it waits (and the stream's own queue fills)."""
 
-    ``sock`` is the client's socket (gunicorn's ``environ["gunicorn.socket"]``): when the server has not asked for
-    the next chunk ``STREAM_SEND_TIMEOUT_SECONDS`` after the last one (its write waits on a client that stopped
-    reading), the socket is shut down, which fails that write, and the stream ends."""
+_watched: weakref.WeakSet[_Events] = weakref.WeakSet()
+_watching: list[asyncio.Task[None]] = []
+
+
+async def _watch_writes() -> None:
+    """On the streams' loop: end each stream whose write has waited past ``STREAM_SEND_TIMEOUT_SECONDS`` (one
+    watcher a process, looking every quarter of the timeout, at most every second)."""
+    while True:
+        timeout = mcp_settings.stream_send_timeout_seconds
+        await asyncio.sleep(min(1.0, timeout / 4))
+        now = time.monotonic()
+        for events in list(_watched):
+            since = events.writing_since
+            if since is not None and now - since > timeout:
+                events.writing_since = None
+                events.stuck()
+
+
+class _Events:
+    """The chunks of a stream, as a sync iterator for the WSGI server.
+
+    A pump task on the streams' loop iterates :meth:`Stream.events` and puts each chunk in a short queue; the
+    request's greenlet takes them from it, waiting on a (patched) ``threading.Event`` that the pump sets: no hop to
+    the loop for each chunk. ``sock`` is the client's socket (gunicorn's ``environ["gunicorn.socket"]``): a write
+    that waits ``STREAM_SEND_TIMEOUT_SECONDS`` (a client that stopped reading) shuts it down, and the stream ends."""
 
     def __init__(self, stream: Stream, sock: socket.socket | None = None) -> None:
         self.stream = stream
         self.sock = sock
         self.loop = stream_loop()
         self.events = cast(AsyncGenerator[bytes, None], stream.events())  # an async generator
-        self.pending: asyncio.Task[Any] | None = None
-        self.writing: asyncio.TimerHandle | None = None  # the send timeout of the chunk being written
-        self.started = False
+        self.chunks: deque[bytes | None] = deque()
+        self.ready = threading.Event()
+        self.room: asyncio.Future[None] | None = None  # the pump waits for the writer to take a chunk
+        self.pumping = False
         self.finished = False
+        self.writing_since: float | None = None
 
     def __iter__(self) -> Iterator[bytes]:
         return self
@@ -144,34 +170,54 @@ class _Events:
     def __next__(self) -> bytes:
         if self.finished:
             raise StopIteration
-        if not self.started:
+        if not self.pumping:
             # The response is out of the view and its middleware: the request's database connections go back
             # (to Django's pool) now, not when the stream ends, as request_finished would.
-            self.started = True
+            self.pumping = True
             close_old_connections()
-            with contextlib.suppress(Exception):  # Stream.events() opens it again: a failure ends it with its answer
-                asyncio.run_coroutine_threadsafe(self.stream.open(), self.loop).result()
-            return b""  # the status and headers go out now, once the stream has joined the hub
-        chunk = asyncio.run_coroutine_threadsafe(self._next(), self.loop).result()
+            asyncio.run_coroutine_threadsafe(self._pump(), self.loop)
+        self.writing_since = None
+        while not self.chunks:
+            self.ready.clear()
+            self.ready.wait()
+        chunk = self.chunks.popleft()
+        room = self.room
+        if room is not None:
+            self.room = None
+            self.loop.call_soon_threadsafe(_make_room, room)
         if chunk is None:
             self.finished = True
             raise StopIteration
-        return chunk
-
-    async def _next(self) -> bytes | None:
-        if self.writing is not None:
-            self.writing.cancel()  # the last chunk was written
-        self.pending = asyncio.current_task()
-        try:
-            chunk = await self.events.__anext__()
-        except StopAsyncIteration:
-            return None
         if self.sock is not None:
-            self.writing = self.loop.call_later(mcp_settings.stream_send_timeout_seconds, self._stuck)
+            self.writing_since = time.monotonic()
         return chunk
 
-    def _stuck(self) -> None:
-        """A write waited past ``STREAM_SEND_TIMEOUT_SECONDS``: end the stream (as :class:`MCPEndpoint` does)."""
+    def _put(self, chunk: bytes | None) -> None:
+        self.chunks.append(chunk)
+        self.ready.set()
+
+    async def _pump(self) -> None:
+        """On the streams' loop: open the stream (then the status and headers go out), and hand over its chunks."""
+        try:
+            with contextlib.suppress(Exception):  # Stream.events() opens it again: a failure ends it with its answer
+                await self.stream.open()
+            if self.sock is not None:
+                _watched.add(self)
+                if not _watching or _watching[0].get_loop() is not self.loop:  # one watcher, on this loop
+                    _watching[:] = [self.loop.create_task(_watch_writes())]
+            self._put(b"")
+            async for chunk in self.events:
+                self._put(chunk)
+                if len(self.chunks) >= PENDING_CHUNKS and not self.finished:
+                    self.room = self.loop.create_future()
+                    await self.room
+        finally:
+            _watched.discard(self)
+            self._put(None)
+
+    def stuck(self) -> None:
+        """On the streams' loop: a write waited past ``STREAM_SEND_TIMEOUT_SECONDS``; end the stream (as
+        :class:`MCPEndpoint` does)."""
         counts["ended_send_timeout"] += 1
         logger.warning("stream %s ended: a write waited past STREAM_SEND_TIMEOUT_SECONDS", self.stream.id)
         self.stream.disconnected()
@@ -188,20 +234,25 @@ class _Events:
 
     def close(self) -> None:
         """The response is closed (the stream ended, or the client went away): end the stream on its loop."""
-        if self.finished:
+        if self.finished and not self.pumping:
             return
         self.finished = True
-        with contextlib.suppress(RuntimeError):  # the loop has closed (the process is exiting)
-            asyncio.run_coroutine_threadsafe(self._close(), self.loop)
+        self.writing_since = None
+        if self.pumping:
+            self.pumping = False
+            with contextlib.suppress(RuntimeError):  # the loop has closed (the process is exiting)
+                self.loop.call_soon_threadsafe(self._close)
 
-    async def _close(self) -> None:
-        if self.writing is not None:
-            self.writing.cancel()
+    def _close(self) -> None:
         self.stream.disconnected()
-        pending = self.pending
-        if pending is not None and not pending.done() and pending is not asyncio.current_task():
-            await asyncio.wait({pending})
-        await self.events.aclose()
+        room, self.room = self.room, None
+        if room is not None:
+            _make_room(room)
+
+
+def _make_room(room: asyncio.Future[None]) -> None:
+    if not room.done():
+        room.set_result(None)
 
 
 class GreenletStreamResponse(EventStreamResponse):
