@@ -235,6 +235,8 @@ class MCPEndpoint:
         finally:
             watcher.cancel()
             await asyncio.wait({watcher})
+        # Not kept for a stream's whole life: the finished tasks (the cancelled one with its traceback and frames).
+        del view, watcher
         if isinstance(response, EventStreamResponse):
             response = Streamed(response, response.status_code, list(response.items()))
         if isinstance(response, Streamed):
@@ -411,6 +413,7 @@ def _through_wsgi(handler: WSGIApp, environ: dict[str, Any]) -> Answer | Streame
 
     result = handler(environ, start_response)
     if isinstance(result, EventStreamResponse):
+        result.close_request()
         status, headers = started[0]
         return Streamed(result, int(status.split(" ", 1)[0]), [(name, value.strip()) for name, value in headers])
     try:

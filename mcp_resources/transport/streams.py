@@ -22,14 +22,14 @@ import secrets
 import threading
 import time
 import weakref
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.core import signals
-from django.http import StreamingHttpResponse
+from django.http import HttpRequest, StreamingHttpResponse
 
 from mcp_resources.conf import mcp_settings
 from mcp_resources.protocol import jsonrpc
@@ -143,12 +143,36 @@ class Stream:
     queue_size = 256
     """Events queued at most; past it the stream drops its queue and catches up from the log."""
 
+    # Thousands are open at once in one process: slots, and containers made when first needed (docs/performance.md).
+    __slots__ = (
+        "__weakref__",
+        "_done",
+        "_timer",
+        "_timer_at",
+        "_waker",
+        "behind",
+        "caller",
+        "cursor",
+        "ending",
+        "hub",
+        "id",
+        "keys",
+        "loop",
+        "plan",
+        "queue",
+        "released",
+        "subscription",
+        "takeover",
+        "takeovers",
+        "updates",
+    )
+
     def __init__(self, plan: StreamPlan) -> None:
         self.plan = plan
         self.id = secrets.token_hex(8)
         self.caller = ("stream", self.id) if plan.caller is None else plan.caller
-        self.queue: deque[tuple[Event, asyncio.Future[Any] | None]] = deque()
-        self.updates: Counter[str] = Counter()  # queued updates per URI: only the last of them is written
+        self.queue: list[tuple[Event, asyncio.Future[Any] | None]] = []  # short: popped from the front
+        self.updates: dict[str, int] = {}  # queued updates per URI: only the last of them is written
         self.cursor = broker.ZERO
         self.behind = plan.resume_after is not None
         self.ending: str | None = None
@@ -157,12 +181,26 @@ class Stream:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.released = False
         self.takeover: str | None = None  # the log's id of this session stream's own takeover
-        self.takeovers: list[str] = []  # other streams' takeovers heard before this one's id was known
-        self.done = asyncio.Event()
+        self.takeovers: list[str] | None = None  # other streams' takeovers heard before this one's id was known
+        self._done: asyncio.Event | bool = False  # True once released; an Event while someone waits for that
         self._waker: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None  # wakes the stream for a keep-alive or its expiry
         self._timer_at = 0.0
         self.subscription = jsonrpc.dumps(plan.subscription_id)  # spliced into the updates of a listen
+
+    async def done(self) -> None:
+        """Until the stream has left its hub (released on its loop)."""
+        if self._done is True:
+            return
+        if self._done is False:
+            self._done = asyncio.Event()
+        assert isinstance(self._done, asyncio.Event)
+        await self._done.wait()
+
+    def _left(self) -> None:
+        done, self._done = self._done, True
+        if isinstance(done, asyncio.Event):
+            done.set()
 
     # Fed by the hub ------------------------------------------------------------------------------------------
 
@@ -183,7 +221,7 @@ class Stream:
             return
         self.queue.append((event, decision))
         if event.kind == broker.UPDATED:
-            self.updates[event.target] += 1
+            self.updates[event.target] = self.updates.get(event.target, 0) + 1
         if len(self.queue) > 1:
             return  # the stream is busy with the head of its queue: it comes to this event by itself
         if decision is None or decision.done():
@@ -259,7 +297,7 @@ class Stream:
             def leave() -> None:
                 for key in self.keys:
                     hub.leave(self, key)
-                self.done.set()
+                self._left()
 
             try:
                 running = asyncio.get_running_loop()
@@ -308,7 +346,7 @@ class Stream:
             self.takeover = await sync_to_async(broker.publish_session, thread_sensitive=False)(
                 key, "takeover", self.id
             )
-            if any(self._newer(event_id) for event_id in self.takeovers):
+            if any(self._newer(event_id) for event_id in self.takeovers or ()):
                 self.end("replaced")
             if plan.resync is not None:
                 await self._resync()
@@ -365,7 +403,7 @@ class Stream:
             event, decision = queue[0]
             if chunks and decision is not None and not decision.done():
                 break
-            queue.popleft()
+            del queue[0]
             chunk = await self._next(event, decision)
             if chunk is not None:
                 chunks.append(chunk)
@@ -395,10 +433,11 @@ class Stream:
     async def _next(self, event: Event, decision: asyncio.Future[Any] | None) -> bytes | None:
         """The bytes for a live event (``None``: nothing to write), applying a session's control and tokens."""
         if event.kind == broker.UPDATED:
-            self.updates[event.target] -= 1
-            if self.updates[event.target] > 0:
+            left = self.updates.get(event.target, 1) - 1
+            if left > 0:
+                self.updates[event.target] = left
                 return None  # a later change of the same URI is queued: it is written instead (last one wins)
-            del self.updates[event.target]
+            self.updates.pop(event.target, None)
         if not broker.after(event.id, self.cursor):
             return None  # replayed already
         self.cursor = event.id
@@ -433,7 +472,7 @@ class Stream:
         uris = self.plan.uris
         if event.op == "takeover" and event.arg != self.id:
             if self.takeover is None:
-                self.takeovers.append(event.id)  # decided once this stream's own takeover has its id
+                self.takeovers = [*(self.takeovers or ()), event.id]  # decided once its own takeover has its id
             elif self._newer(event.id):
                 self.end("replaced")
         elif event.op == "end":
@@ -566,6 +605,16 @@ class EventStreamResponse(StreamingHttpResponse):
         self.own = value is self.events
         _STREAMING_CONTENT.__set__(self, value)
 
+    def close_request(self) -> None:
+        """Close the request now (Django's handler would when the response closes, keeping the request, its body and
+        what the middleware set on it for the stream's whole life); what access re-checks need is kept by the
+        stream's plan."""
+        closers: list[Callable[[], None]] = self._resource_closers  # type: ignore[attr-defined]
+        for closer in list(closers):
+            if isinstance(getattr(closer, "__self__", None), HttpRequest):
+                closers.remove(closer)
+                closer()
+
     def close(self) -> None:
         self.stream.release()
         super().close()
@@ -581,4 +630,4 @@ async def end_all_streams(timeout: float = 5.0) -> None:
     for stream in streams:
         stream.end("shutdown")
     if streams:
-        await asyncio.wait([loop.create_task(stream.done.wait()) for stream in streams], timeout=timeout)
+        await asyncio.wait([loop.create_task(stream.done()) for stream in streams], timeout=timeout)

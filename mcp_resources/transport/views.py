@@ -15,6 +15,8 @@ import copy
 import functools
 import hashlib
 import logging
+import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -94,16 +96,34 @@ class StreamAccess:
     update. Access to the URI is asked of the server on every update either way.
 
     Streams opened with the same credentials (``caller``) share one decision per change, and
-    :meth:`check_each` decides for several callers of one server in as few queries as the template allows.
+    :meth:`check_each` decides for several callers of one server in as few queries as the template allows. They
+    share one ``StreamAccess`` too (:meth:`shared`): the first stream's request and view, kept for the re-checks,
+    serve them all, and the other streams' requests are freed once they are answered.
     """
 
-    def __init__(
-        self, view: MCPView, request: HttpRequest, protocol_version: str, principal: Principal | None = None
-    ) -> None:
-        self.view = view
-        self.request = request
-        self.protocol_version = protocol_version
-        self.server = view.get_server()
+    _shared: weakref.WeakValueDictionary[tuple[Any, ...], StreamAccess] = weakref.WeakValueDictionary()
+    _shared_lock = threading.Lock()
+
+    @classmethod
+    def shared(
+        cls, view: MCPView, request: HttpRequest, protocol_version: str, principal: Principal | None = None
+    ) -> StreamAccess:
+        """The access of the open streams with the same credentials on the same view class and server, or a new
+        one for ``request``."""
+        caller = cls.caller_of(view.get_server(), request, protocol_version)
+        key = (type(view), caller)
+        with cls._shared_lock:
+            access = cls._shared.get(key)
+            if access is None:
+                access = cls._shared[key] = cls(view, request, protocol_version, principal)
+            elif principal is not None and principal.expires_at is not None:
+                access.expires_at = principal.expires_at  # as authenticated now
+        return access
+
+    @staticmethod
+    def caller_of(server: MCPServer, request: HttpRequest, protocol_version: str) -> tuple[Any, ...]:
+        """Who ``request``'s credentials are, for sharing decisions: the server, the version, a digest of the
+        credentials."""
         forced = getattr(request, FORCED_PRINCIPAL, None)
         credentials = "\x00".join(
             (
@@ -113,7 +133,17 @@ class StreamAccess:
             )
         )
         digest = hashlib.sha256(credentials.encode("utf-8", "surrogatepass")).hexdigest()
-        self.caller: tuple[Any, ...] = (id(self.server), protocol_version, digest)
+        return (id(server), protocol_version, digest)
+
+    def __init__(
+        self, view: MCPView, request: HttpRequest, protocol_version: str, principal: Principal | None = None
+    ) -> None:
+        self.view = view
+        self.request = request
+        self.protocol_version = protocol_version
+        self.server = view.get_server()
+        forced = getattr(request, FORCED_PRINCIPAL, None)
+        self.caller: tuple[Any, ...] = self.caller_of(self.server, request, protocol_version)
         authorization = header(request, "Authorization") or ""
         scheme, _, token = authorization.partition(" ")
         self.token_checksum: str | None = (
@@ -525,7 +555,7 @@ class MCPView(View):
 
         Credentials that are no longer accepted raise :exc:`CredentialsRejected`: the stream ends.
         """
-        return StreamAccess(self, request, protocol_version, principal)
+        return StreamAccess.shared(self, request, protocol_version, principal)
 
     def listen(self, request: HttpRequest, message: jsonrpc.Message, ctx: CallContext) -> HttpResponseBase:
         """``subscriptions/listen``: validated by the server's method, answered with a stream."""
