@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -582,3 +584,39 @@ def test_a_reader_no_open_stream_uses_stops_and_the_next_stream_starts_another(m
     other.close()
     again.join(timeout=30)
     assert again.retired
+
+
+def test_a_log_outage_is_an_error_once_streams_wait_on_it_and_debug_before(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A reader whose event loop is still open but has no stream (a test's loop, a worker between streams) logs an
+    unreachable log at DEBUG: before, it logged an error with its traceback, which error trackers and strict test
+    suites see as a failure though nothing waited. Once a stream waits, the outage is an error, once."""
+    import redis
+
+    with live.redis_database() as url:
+        log = broker.Log(url)
+        reader = fanout.reader_for(log)
+    log.client = redis.Redis.from_url("redis://127.0.0.1:1/0")  # the network to Redis is cut: nothing answers
+    loop = asyncio.new_event_loop()
+    hub = fanout.Hub(reader, loop)
+
+    def failures(level: int) -> int:
+        return sum("reading the log failed" in r.getMessage() and r.levelno == level for r in caplog.records)
+
+    with caplog.at_level(logging.DEBUG, logger="mcp_resources.subscriptions"):
+        limit = time.monotonic() + 30
+        while failures(logging.DEBUG) < 2:
+            assert time.monotonic() < limit, caplog.text
+            time.sleep(0.05)
+        assert failures(logging.ERROR) == 0
+        hub.members[("l", "")] = {object()}  # type: ignore[arg-type]  # a stream waits on list changes
+        while failures(logging.ERROR) < 1 or failures(logging.DEBUG) < 3:
+            assert time.monotonic() < limit, caplog.text
+            time.sleep(0.05)
+        assert failures(logging.ERROR) == 1
+    hub.members.clear()
+    monkeypatch.setattr(fanout, "IDLE_SECONDS", 0.0)
+    loop.close()
+    reader.join(timeout=30)
+    assert reader.retired

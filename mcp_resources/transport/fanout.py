@@ -57,7 +57,8 @@ class Reader(threading.Thread):
         self.retired = False
 
     def run(self) -> None:
-        failed, used = False, time.monotonic()
+        failed = reported = False
+        used = time.monotonic()
         while True:
             with self.lock:
                 self.hubs = {hub for hub in self.hubs if not hub.loop.is_closed()}
@@ -69,17 +70,17 @@ class Reader(threading.Thread):
             try:
                 events = self.log.read(self.position, READ_SECONDS)
             except Exception:
-                # With its traceback once per outage while streams use the log, then at DEBUG until it answers.
-                log = logger.debug if failed or not self.hubs else logger.exception
-                log("reading the log failed; reading again from %s", self.position)
-                failed = True
+                # With its traceback once per outage, once streams wait on the log; else at DEBUG until it answers.
+                report = not reported and any(hub.members for hub in self.hubs)
+                (logger.exception if report else logger.debug)("reading the log failed; from %s", self.position)
+                failed, reported = True, reported or report
                 time.sleep(1)
                 continue
             with self.lock:
                 hubs = list(self.hubs)
                 self.position = events[-1].id if events else self.position
             if failed:  # what was trimmed meanwhile is found by each stream's catch-up
-                failed = False
+                failed = reported = False
                 logger.warning("reading the log again from %s", self.position)
                 for hub in hubs:
                     hub.call(hub.lag_all)
