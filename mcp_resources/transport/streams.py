@@ -334,6 +334,9 @@ class Stream:
         if self.hub is not None:
             return
         plan = self.plan
+        slim = getattr(plan.check, "slim", None)
+        if slim is not None:
+            slim()  # the response has left the view and its middleware: the check's kept request sheds the rest
         self.loop = asyncio.get_running_loop()
         self.hub = await get_hub()
         self.cursor = plan.resume_after or self.hub.position

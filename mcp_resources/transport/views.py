@@ -138,8 +138,12 @@ class StreamAccess:
     def __init__(
         self, view: MCPView, request: HttpRequest, protocol_version: str, principal: Principal | None = None
     ) -> None:
-        self.view = view
+        # The view without its request, which the handler set on it (a view keeps no other state of a request).
+        self.view = copy.copy(view)
+        for name in ("request", "args", "kwargs", "head"):
+            vars(self.view).pop(name, None)
         self.request = request
+        self._slimmed = False
         self.protocol_version = protocol_version
         self.server = view.get_server()
         forced = getattr(request, FORCED_PRINCIPAL, None)
@@ -171,6 +175,7 @@ class StreamAccess:
         """The caller as its credentials authenticate now; raise :exc:`CredentialsRejected` when they no longer
         hold."""
         # A copy: changes of several URIs are decided at once, and authenticating sets attributes on the request.
+        self.slim()
         request = copy.copy(self.request)
         try:
             principal = self.view.authenticate(request)
@@ -178,6 +183,20 @@ class StreamAccess:
             raise CredentialsRejected() from exc
         self.expires_at = principal.expires_at
         return CallContext(request, self.protocol_version, principal, streams=True)
+
+    # What the re-checks of a caller never use: the body (read, as its stream and ``wsgi.input``), the messages
+    # storage and the URL match.
+    SLIMMED = ("_stream", "_messages", "resolver_match")
+
+    def slim(self) -> None:
+        """Drop what the re-checks never use from the kept request (once; called when the stream opens, after the
+        response left the middleware, else at the first check)."""
+        if self._slimmed:
+            return
+        self._slimmed = True
+        for name in self.SLIMMED:
+            vars(self.request).pop(name, None)
+        self.request.META.pop("wsgi.input", None)
 
     def context(self) -> CallContext:
         """The caller for one decision: a copy of the kept caller (authenticated again first when its token changed
