@@ -4,8 +4,8 @@ and full collections that walk every object an open stream holds).
 
 Counted, not timed: the objects the collector tracks that came with 40 more open streams of one caller, less what
 the test's own client holds for them (measured on the same clients once their streams ended). Before the streams
-shed their requests, the finished tasks and containers, one stream held about 117 of them; now about 51 when the
-streams are one caller's (they share what re-checks it) and about 66 when each is a different caller's.
+shed their requests, the finished tasks and containers, one stream held about 117 of them; now about 45 when the
+streams are one caller's (they share what re-checks it) and about 60 when each is a different caller's.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
 
 STREAMS = 40
 TRACKED_PER_STREAM = 80
-"""The bound: about 51 and 66 now, about 117 before (docs/performance.md, issue 28)."""
+"""The bound: about 45 and 60 now, about 117 before (docs/performance.md, issue 28)."""
 
 
 @pytest.fixture(autouse=True)
