@@ -620,3 +620,26 @@ def test_a_log_outage_is_an_error_once_streams_wait_on_it_and_debug_before(
     loop.close()
     reader.join(timeout=30)
     assert reader.retired
+
+
+async def test_a_stream_starts_at_the_logs_end_not_where_its_hub_has_read_to() -> None:
+    """Before, a stream started from where its loop's hub had read the log to: a change published just before it
+    opened, which the hub had not read yet, was sent to it as if it had followed. Now it starts at the log's end as
+    it joins, and its acknowledgement's id is that end."""
+    await fanout.get_hub()  # the loop's hub exists and is up to date
+    plan = StreamPlan(owner="late", uris=set(), list_changed=True, check=lambda _: True, subscription_id=9)
+    stream = Stream(plan)
+    before = broker.publish(broker.LIST_CHANGED)  # published from this loop: the hub cannot have read it yet
+    assert before is not None
+    await stream.open()
+    assert stream.cursor == before
+    events = stream.events()
+    acknowledged = await events.__anext__()
+    assert f'django-mcp-resources/eventId":"{before}"'.encode() in acknowledged
+    after = await in_thread(broker.publish, broker.LIST_CHANGED)
+    chunk = await asyncio.wait_for(events.__anext__(), 5)
+    assert f"id: {after}".encode() in chunk  # the change after it, not the one before
+    assert f"id: {before}".encode() not in chunk
+    stream.end("shutdown")
+    async for _final in events:
+        pass

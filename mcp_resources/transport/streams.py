@@ -16,6 +16,7 @@ client to list and read again (``list_changed`` and ``updated`` for each of its 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import secrets
@@ -329,7 +330,7 @@ class Stream:
         return sse(jsonrpc.result_response(self.plan.subscription_id, {"resultType": "complete", "_meta": meta}))
 
     async def open(self) -> None:
-        """Join the hub (from the hub's position, or after the resume id); a session's stream takes over its
+        """Join the hub (from the log's end, or after the resume id); a session's stream takes over its
         session. Called by the server before the response starts, else by :meth:`events`."""
         if self.hub is not None:
             return
@@ -342,6 +343,12 @@ class Stream:
         self.cursor = plan.resume_after or self.hub.position
         _streams.add(self)
         self._sync_keys()
+        if plan.resume_after is None:
+            # From the log's end once joined, not from where the hub has read to: a change published before the
+            # stream opened is not sent (the hub may not have read it yet), and the acknowledgement's id is exact.
+            # The log unreachable: from the hub's position (nothing is missed; an earlier change may be sent).
+            with contextlib.suppress(Exception):
+                self.cursor = await sync_to_async(self.hub.log.last_id, thread_sensitive=False)()
         if plan.session_id is not None:
             key = broker.session_key(plan.session_id)
             # A GET stream ends when a newer one of its session takes over: newer by the log's order of their
