@@ -197,3 +197,23 @@ def two_workers(workers_project: live.Project) -> Iterator[Callable[..., live.Se
     finally:
         for server in servers.values():
             server.stop()
+
+
+@pytest.fixture
+def listening_settings(settings: Any) -> None:
+    """The settings of the stream suites: the test resource, keep-alives out of the way, streams per caller raised."""
+    settings.MCP_RESOURCES = {
+        **settings.MCP_RESOURCES,
+        "RESOURCE_URI": RESOURCE,
+        "STREAM_KEEPALIVE_SECONDS": 30,
+        "STREAMS_PER_CALLER": 1000,
+    }
+
+
+@pytest.fixture
+def no_stream_left_behind() -> Iterator[None]:
+    """Fail a test that leaves a stream open in this process."""
+    from mcp_resources.transport import streams
+
+    yield
+    assert dict(streams._open_streams) == {}

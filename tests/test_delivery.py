@@ -29,7 +29,6 @@ from mcp_resources.transport.streams import Stream, StreamPlan
 from mcp_resources.transport.views import StreamAccess
 from testproject.library.models import Document
 from tests import live
-from tests.conftest import RESOURCE
 from tests.stream_support import (
     ACKNOWLEDGED,
     EVENT_ID,
@@ -48,25 +47,13 @@ from tests.stream_support import (
     updated,
 )
 
-pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("listening_settings", "no_stream_left_behind"),
+]
 
 UPDATED = "notifications/resources/updated"
-
-
-@pytest.fixture(autouse=True)
-def mcp_settings(settings: Any) -> None:
-    settings.MCP_RESOURCES = {
-        **settings.MCP_RESOURCES,
-        "RESOURCE_URI": RESOURCE,
-        "STREAM_KEEPALIVE_SECONDS": 30,
-        "STREAMS_PER_CALLER": 1000,
-    }
-
-
-@pytest.fixture(autouse=True)
-def no_stream_left_behind() -> Any:
-    yield
-    assert dict(streams._open_streams) == {}
 
 
 def documents(owner: Any, count: int) -> list[Document]:

@@ -23,9 +23,7 @@ from mcp_resources.auth.authentication import user_principal
 from mcp_resources.exceptions import AuthenticationRequired
 from mcp_resources.principal import Principal
 from mcp_resources.subscriptions import notify_resource_list_changed, notify_resource_updated
-from mcp_resources.transport import streams
 from testproject.library.models import Document
-from tests.conftest import RESOURCE
 from tests.stream_support import (
     ACKNOWLEDGED,
     Clock,
@@ -40,23 +38,11 @@ from tests.stream_support import (
     updated,
 )
 
-pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(autouse=True)
-def mcp_settings(settings: Any) -> None:
-    settings.MCP_RESOURCES = {
-        **settings.MCP_RESOURCES,
-        "RESOURCE_URI": RESOURCE,
-        "STREAM_KEEPALIVE_SECONDS": 30,
-        "STREAMS_PER_CALLER": 1000,
-    }
-
-
-@pytest.fixture(autouse=True)
-def no_stream_left_behind() -> Any:
-    yield
-    assert dict(streams._open_streams) == {}
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("listening_settings", "no_stream_left_behind"),
+]
 
 
 def document(owner: Any) -> str:

@@ -341,7 +341,7 @@ class MCPView(View):
 
     def http_method_not_allowed(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         response = HttpResponse(status=405)
-        # DELETE ends a session (with its Mcp-Session-Id); its GET stream is served under ASGI only.
+        # DELETE ends a session (with its Mcp-Session-Id); its GET stream is served where `serves_streams()` holds.
         response["Allow"] = "POST, DELETE"
         return response
 
