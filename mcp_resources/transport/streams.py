@@ -339,16 +339,18 @@ class Stream:
         if slim is not None:
             slim()  # the response has left the view and its middleware: the check's kept request sheds the rest
         self.loop = asyncio.get_running_loop()
+        start = plan.resume_after
+        if start is None:
+            # From the log's end as the stream opens, not from where the hub has read to: a change published before
+            # it is not sent (the hub may not have read it yet). The log unreachable: from the hub's position.
+            with contextlib.suppress(Exception):
+                start = await sync_to_async(broker.get_log().last_id, thread_sensitive=False)()
         self.hub = await get_hub()
-        self.cursor = plan.resume_after or self.hub.position
+        self.cursor = start or self.hub.position
         _streams.add(self)
         self._sync_keys()
-        if plan.resume_after is None:
-            # From the log's end once joined, not from where the hub has read to: a change published before the
-            # stream opened is not sent (the hub may not have read it yet), and the acknowledgement's id is exact.
-            # The log unreachable: from the hub's position (nothing is missed; an earlier change may be sent).
-            with contextlib.suppress(Exception):
-                self.cursor = await sync_to_async(self.hub.log.last_id, thread_sensitive=False)()
+        if broker.after(self.hub.position, self.cursor):
+            self.behind = True  # the hub has passed the start already: what followed it comes from the log
         if plan.session_id is not None:
             key = broker.session_key(plan.session_id)
             # A GET stream ends when a newer one of its session takes over: newer by the log's order of their
