@@ -37,9 +37,6 @@ CANCEL_TIMEOUT_SECONDS = 5.0  # the most one cancel request to PostgreSQL may ta
 Hook = Callable[[], None]
 
 
-_events_lock = threading.Lock()  # makes a token's event for its first waiter; held for no more than that
-
-
 class CancellationToken:
     """The cancellation state of one request, shared between the event loop and the worker thread.
 
@@ -47,40 +44,25 @@ class CancellationToken:
     that leaving :meth:`on_cancel` also takes, so a hook never runs after its block has ended.
     """
 
-    __slots__ = ("_cancelled", "_event", "_hooks", "_lock")
-
     def __init__(self) -> None:
-        # Every request and open stream has one: the event that :meth:`wait` blocks on (a condition, a lock and a
-        # deque) is made only for a waiter.
-        self._cancelled = False
-        self._event: threading.Event | None = None
+        self._event = threading.Event()
         self._lock = threading.Lock()
         self._hooks: list[Hook] = []
 
     @property
     def cancelled(self) -> bool:
-        return self._cancelled
+        return self._event.is_set()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the request is cancelled or ``timeout`` passes; return whether it is cancelled."""
-        with _events_lock:
-            if self._event is None:
-                self._event = threading.Event()
-                if self._cancelled:
-                    self._event.set()
-            event = self._event
-        return event.wait(timeout)
+        return self._event.wait(timeout)
 
     def cancel(self, *, run_hooks: bool = True) -> None:
         """Mark the request cancelled, then call the hooks registered now (it may block while they run).
 
         With ``run_hooks=False`` only the mark is set (on the event loop); call :meth:`run_hooks` in a thread.
         """
-        with _events_lock:
-            self._cancelled = True
-            event = self._event
-        if event is not None:
-            event.set()
+        self._event.set()
         if run_hooks:
             self.run_hooks()
 
