@@ -170,10 +170,12 @@ def test_every_page_succeeds_with_a_shared_cursor_key(
         assert len(result.uris) == len(set(result.uris))
         assert len(result.pages) >= 41
         assert {page.status for page in result.pages} == {200}
-        # Every page came on a new connection: each from another client port.
+        # Every page came on a new connection: each from another client port than the page before (a kept-alive
+        # connection would repeat it). The kernel may hand a closed connection's port to a later one, so ports need
+        # not be unique over the whole walk (CI once saw 39 ports for 41 pages).
         ports = [page.client_port for page in result.pages]
         assert all(ports)
-        assert len(set(ports)) == len(ports)
+        assert all(before != after for before, after in zip(ports, ports[1:], strict=False)), ports
         walks.append(result)
         if result.hops:
             break
