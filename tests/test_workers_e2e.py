@@ -15,6 +15,7 @@ The servers come from the ``two_workers`` fixture (``tests/conftest.py``), which
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -175,7 +176,7 @@ def test_every_page_succeeds_with_a_shared_cursor_key(
         # not be unique over the whole walk (CI once saw 39 ports for 41 pages).
         ports = [page.client_port for page in result.pages]
         assert all(ports)
-        assert all(before != after for before, after in zip(ports, ports[1:], strict=False)), ports
+        assert all(before != after for before, after in itertools.pairwise(ports)), ports
         walks.append(result)
         if result.hops:
             break
