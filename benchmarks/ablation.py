@@ -182,6 +182,22 @@ def _wsgi_handler_off() -> None:
     asgi.MCPEndpoint.__init__ = through_asgi  # type: ignore[method-assign]
 
 
+@speed_up(
+    "static-index",
+    "an open stream's decision knows the admin's StaticResource URIs from the index the log's reader keeps "
+    "(mcp_resources.server.static_uris)",
+    "a query of the StaticResource table for the URI of every update decided",
+    servers=("delivery",),  # on the path of an update, not of a request: bench_delivery.py --ablate static-index
+)
+def _static_index_off() -> None:
+    from mcp_resources.server.static_uris import StaticURIs
+
+    def not_kept(self: Any) -> None:
+        return None
+
+    StaticURIs.get = not_kept  # type: ignore[method-assign,assignment]
+
+
 def requested(value: str | None = None) -> list[str]:
     """The speed-ups named in ``MCP_BENCH_ABLATE`` (or ``value``); raises on an unknown name."""
     raw = os.environ.get(ENV, "") if value is None else value

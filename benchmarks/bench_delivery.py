@@ -60,6 +60,11 @@ With ``--revoke M``, after the sweeps: M listeners of ours, each on a token of i
 revokes their tokens ``--revoke-rate`` a second with django-oauth-toolkit's ``AccessToken.revoke()`` (what its
 revocation endpoint calls); per token, the revoke call's start to the stream's final result.
 
+With ``--ablate NAME[,NAME]``, each speed-up of ``benchmarks/ablation.py`` named is measured switched off, as a
+server of its own (``ours-without-NAME``: ours with ``MCP_BENCH_ABLATE=NAME``) beside ours and bare at each point:
+its p99 over ours' and over bare's at the target rates (``static-index``: a query of the ``StaticResource`` table
+for every update decided).
+
 Targets (issue 28), in the same run: at 500 listeners and 10 updates/s, and at 5,000 listeners and 1 update/s, on
 two workers for two minutes: 100% delivered (covered), p99 at most 1.5x the bare reader's; with a worker killed
 half way, gap 0; revocation to the final result, p99 at most 1 s. Everything stops by itself: per-step time-outs
@@ -106,6 +111,15 @@ from benchmarks.common import PROTOCOL_VERSION, RESULTS_DIR, ROOT, python_path, 
 
 SETTINGS = "benchmarks.settings_delivery"
 APPS = {"ours": "testproject.asgi:application", "bare": "benchmarks.bare_reader:application"}
+WITHOUT = "ours-without-"
+"""A server of ``--ablate NAME``: ours, with the speed-up ``NAME`` switched off (``benchmarks/ablation.py``)."""
+
+
+def app_of(kind: str) -> str:
+    """The application a server of ``kind`` runs: ``ours`` for ours and its ablations, else ``kind``."""
+    return "ours" if kind.startswith(WITHOUT) else kind
+
+
 RESOURCE_URI = "http://127.0.0.1:8000/mcp"  # every server's MCP_RESOURCE_URI: the audience the tokens are bound to
 URI_TEMPLATE = "learn://documents/{}"
 META = {"io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION, "io.modelcontextprotocol/clientCapabilities": {}}
@@ -244,17 +258,20 @@ def uvicorn_server(kind: str, label: str, env: dict[str, str]) -> Iterator[tuple
     (``testproject.wsgi``)."""
     port = free_port()
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    gevent = kind == "ours" and SERVER[0] == "gevent"
+    app = app_of(kind)
+    gevent = app == "ours" and SERVER[0] == "gevent"
+    if kind.startswith(WITHOUT):
+        env = {**env, "MCP_BENCH_ABLATE": kind.removeprefix(WITHOUT)}
     log = RESULTS_DIR / f"delivery-{kind}{'-gevent' if gevent else ''}-{label}.log"
     if gevent:
         argv = [sys.executable, "-m", "gunicorn", "testproject.wsgi:application", "--worker-class", "gevent"]
         argv += ["--bind", f"127.0.0.1:{port}", "--workers", "1", "--worker-connections", "20000"]
         argv += ["--log-level", "warning", "--backlog", "4096", "--graceful-timeout", "5"]
     else:
-        argv = [sys.executable, "-m", "uvicorn", APPS[kind], "--host", "127.0.0.1", "--port", str(port)]
+        argv = [sys.executable, "-m", "uvicorn", APPS[app], "--host", "127.0.0.1", "--port", str(port)]
         argv += ["--log-level", "warning", "--backlog", "4096", "--timeout-graceful-shutdown", "5"]
         # The demo's lifespan goes to MCPEndpoint (ours); the bare consumer has none.
-        argv += ["--lifespan", "on" if kind == "ours" else "off"]
+        argv += ["--lifespan", "on" if app == "ours" else "off"]
     with log.open("wb") as log_file:
         process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT)
         try:
@@ -1062,6 +1079,7 @@ async def run_all(
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     runs: list[dict[str, Any]] = []
     kinds = [kind.strip() for kind in args.servers.split(",") if kind.strip()]
+    kinds += [WITHOUT + name for name in args.ablate]
     step = args.duration * 2 + args.drain + 2 * args.connect_timeout + 300  # one measurement's time-out
     turn = 0
     for n in sizes:
@@ -1102,7 +1120,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Per server and N: the highest rate with 100% delivered and the first below; per N: the ratios at the target."""
     servers = []
     for n in sorted({r["listeners"] for r in runs}):
-        for kind in ("ours", "bare"):
+        for kind in sorted({r["server"] for r in runs}, key=lambda kind: (kind != "ours", kind != "bare", kind)):
             mine = sorted((r for r in runs if r["listeners"] == n and r["server"] == kind), key=lambda r: r["rate"])
             if not mine:
                 continue
@@ -1145,6 +1163,18 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 "bare_gap": bare["gap_total"],
                 "ours_resumed": ours["kill"].get("resumed"),
                 "bare_resumed": bare["kill"].get("resumed"),
+                # Each speed-up switched off (--ablate), in the same run: its p99 over ours and over bare.
+                "ablations": {
+                    run["server"].removeprefix(WITHOUT): {
+                        "p99_ms": run["covered_p99_ms"],
+                        "p50_ms": run["covered_p50_ms"],
+                        "covered_share": run["covered_share"],
+                        "p99_over_ours": ratio(run["covered_p99_ms"], ours["covered_p99_ms"]),
+                        "p99_over_bare": ratio(run["covered_p99_ms"], bare["covered_p99_ms"]),
+                    }
+                    for run in runs
+                    if run["server"].startswith(WITHOUT) and run["listeners"] == n and run["rate"] == rate
+                },
             }
         )
     return {"servers": servers, "points": points}
@@ -1198,6 +1228,12 @@ def main() -> None:
     parser.add_argument("--redis-db", type=int, default=11, help="the Redis database to use (flushed)")
     parser.add_argument("--servers", default="ours,bare", help="which servers to measure (default: ours,bare)")
     parser.add_argument(
+        "--ablate",
+        default="",
+        help="comma-separated speed-ups (benchmarks/ablation.py) to measure switched off, each as a server of its "
+        "own (ours-without-NAME) in the same run: its p99 against ours and bare at the target rates",
+    )
+    parser.add_argument(
         "--server",
         choices=["uvicorn", "gevent"],
         default="uvicorn",
@@ -1209,6 +1245,12 @@ def main() -> None:
     parser.add_argument("--config", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     SERVER[0] = args.server
+    args.ablate = [name.strip() for name in args.ablate.split(",") if name.strip()]
+    from benchmarks.ablation import SPEED_UPS
+
+    unknown = [name for name in args.ablate if name not in SPEED_UPS]
+    if unknown:
+        parser.error(f"--ablate: unknown speed-up(s) {', '.join(unknown)}; known: {', '.join(SPEED_UPS)}")
     if args.role == "publisher":
         run_publisher(json.loads(args.config))
         return
@@ -1292,6 +1334,14 @@ def main() -> None:
             + f" (target <= {P99_TARGET:g}x: {'met' if p99_ok else 'MISSED'}); gap ours {p['ours_gap']}, bare "
             f"{p['bare_gap']}"
         )
+        for name, off in p["ablations"].items():
+            print(
+                f"  without {name}: covered p99 {fmt_ms(off['p99_ms'])} (p50 {fmt_ms(off['p50_ms'])}, "
+                f"{off['covered_share']:.2%} covered) = "
+                + ("n/a" if off["p99_over_ours"] is None else f"{off['p99_over_ours']:.2f}x ours")
+                + ", "
+                + ("n/a" if off["p99_over_bare"] is None else f"{off['p99_over_bare']:.2f}x bare")
+            )
     if revocation is not None:
         p99 = revocation["p99_ms"]
         print(

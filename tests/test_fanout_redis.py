@@ -295,15 +295,15 @@ def test_a_static_resource_saved_by_the_test_process_is_a_list_change_on_b(
             )
             assert status == 200
             assert uri in [r["uri"] for r in listing["result"]["resources"]]
-            # Subscribed to the row (it exists now): an edit is an update, then a list change.
+            # Subscribed to the row (it exists now): an edit is a list change, then an update.
             subscribed = listen(b, "alice", "row", {"resourceSubscriptions": [uri], "resourcesListChanged": True})
             assert subscribed.ack["params"]["notifications"]["resourceSubscriptions"] == [uri]
             row.text = "v2"
             row.save(using=alias)
-            assert subscribed.next() == updated(uri, "row")
             assert subscribed.next() == list_changed("row")
+            assert subscribed.next() == updated(uri, "row")
             assert stream.next() == list_changed("lists")
-            # Deleted: the row can no longer be read, so its update (published before the list change) is withheld.
+            # Deleted: the row can no longer be read, so its update (published after the list change) is withheld.
             row.delete()
             assert subscribed.next() == list_changed("row")
             assert stream.next() == list_changed("lists")

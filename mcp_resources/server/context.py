@@ -34,6 +34,10 @@ class CallContext:
     streams: bool = False
     """Whether the transport serving this request can deliver notifications on a stream (subscriptions are offered
     only then: under WSGI nothing could ever be delivered)."""
+    static_uris: frozenset[str] | None = field(default=None, repr=False)
+    """The enabled ``StaticResource`` URIs as an open stream's decision knows them
+    (:mod:`~mcp_resources.server.static_uris`): a URI not in them is no admin resource, without a query; ``None``
+    (every request) queries the table."""
     readers: dict[str, tuple[Any, bool]] = field(default_factory=dict, repr=False)
     """While :meth:`MCPServer.may_read_each` decides several callers of one URI: the URI's template and whether this
     caller reads it, from one query for all of them (``check_readable`` answers from it)."""

@@ -58,6 +58,7 @@ from mcp_resources.registries import ResourceRegistry
 from mcp_resources.registries import registry as default_registry
 from mcp_resources.resources import ModelResourceTemplate, ResourceRepository, ResourceTemplate, normalize_contents
 from mcp_resources.server.context import CallContext
+from mcp_resources.server.static_uris import may_be_static
 
 logger = logging.getLogger("mcp_resources.server")
 
@@ -365,7 +366,8 @@ class MCPServer:
         Returns ``(static, None, None)`` or ``(None, template, variables)``; raises the not-found error.
         """
         static: Any = self.registry.get_resource(uri)
-        if static is None and uri not in ctx.readers:  # a batch of callers looked it up once (may_read_each)
+        if static is None and uri not in ctx.readers and may_be_static(uri, ctx.static_uris):
+            # (a batch of callers looked it up once: may_read_each)
             static = StaticResource.objects.filter(uri=uri, enabled=True).first()
         if static is not None:
             authorize(static.access, static.scopes, ctx.principal)
@@ -448,7 +450,10 @@ class MCPServer:
         template, variables = matched
         if not isinstance(template, ModelResourceTemplate) or not template.decides_readers_in_one_query:
             return
-        if StaticResource.objects.filter(uri=uri, enabled=True).exists():
+        if (
+            may_be_static(uri, contexts[0].static_uris)
+            and StaticResource.objects.filter(uri=uri, enabled=True).exists()
+        ):
             return
         owners = [owner_of(ctx.request) for ctx in contexts]
         readers = template.get_readers(variables, [owner for owner in owners if owner is not None])

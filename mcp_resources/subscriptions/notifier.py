@@ -64,5 +64,6 @@ class ModelChangeNotifier:
 
 
 def _static_changed(uri: str) -> None:
-    notify_resource_updated(uri)
+    # The list first: an open stream's decision of the update then knows the row (server/static_uris.py).
     notify_resource_list_changed()
+    notify_resource_updated(uri)

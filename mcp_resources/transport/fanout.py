@@ -20,6 +20,7 @@ from asgiref.sync import sync_to_async
 from django.core import signals
 
 from mcp_resources.exceptions import CredentialsRejected
+from mcp_resources.server.static_uris import static_uris
 from mcp_resources.subscriptions import broker
 from mcp_resources.subscriptions.broker import Event, Log
 
@@ -55,6 +56,7 @@ class Reader(threading.Thread):
         self.hubs: set[Hub] = set()
         self.lock = threading.Lock()  # a hub joins at ``position``, and never a retired reader
         self.retired = False
+        static_uris.forget()  # a change of the admin's resources may have been published before this reader
 
     def run(self) -> None:
         failed = reported = False
@@ -76,6 +78,8 @@ class Reader(threading.Thread):
                 failed, reported = True, reported or report
                 time.sleep(1)
                 continue
+            if failed or any(event.kind == broker.LIST_CHANGED for event in events):  # before any later update
+                static_uris.forget()
             with self.lock:
                 hubs = list(self.hubs)
                 self.position = events[-1].id if events else self.position
@@ -135,11 +139,10 @@ class Hub:
         self.members.setdefault(key, set()).add(stream)
 
     def leave(self, stream: Stream, key: tuple[str, str]) -> None:
-        streams = self.members.get(key)
-        if streams is not None:
-            streams.discard(stream)
-            if not streams:
-                del self.members[key]
+        streams = self.members.get(key, set())
+        streams.discard(stream)
+        if not streams:
+            self.members.pop(key, None)
 
     def lag_all(self) -> None:
         for stream in {stream for streams in self.members.values() for stream in streams}:

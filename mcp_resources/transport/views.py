@@ -45,6 +45,7 @@ from mcp_resources.protocol import jsonrpc
 from mcp_resources.protocol.versions import PROTOCOL_VERSION_META, SESSION_VERSIONS, V2026_07_28
 from mcp_resources.protocol.versions import negotiate_session_version as negotiate_version
 from mcp_resources.server import CallContext, MCPServer, default_server
+from mcp_resources.server.static_uris import static_uris
 from mcp_resources.subscriptions import broker
 from mcp_resources.transport import greenlets
 from mcp_resources.transport.headers import check_stateless_request, header
@@ -250,11 +251,13 @@ class StreamAccess:
         """Decide ``uri`` for each of ``accesses``: ``True``, ``False``, or ``None`` (credentials rejected)."""
         outcome: list[bool | None] = [None] * len(accesses)
         by_server: dict[int, list[tuple[int, CallContext]]] = {}
+        known = static_uris.get()  # the log's reader forgets them as it reads a change (no query per URI)
         for index, access in enumerate(accesses):
             try:
                 ctx = access.context()
             except CredentialsRejected:
                 continue
+            ctx.static_uris = known
             by_server.setdefault(id(access.server), []).append((index, ctx))
         for members in by_server.values():
             server = accesses[members[0][0]].server
