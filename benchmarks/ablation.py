@@ -198,6 +198,21 @@ def _static_index_off() -> None:
     StaticURIs.get = not_kept  # type: ignore[method-assign,assignment]
 
 
+@speed_up(
+    "compiled-access",
+    "an access check runs the record's query compiled once (mcp_resources.listing.compiled.declared_access)",
+    "get_object(): the record's queryset built and compiled by the ORM for every check",
+    servers=("delivery",),  # on the path of an update: bench_delivery.py --ablate compiled-access
+)
+def _compiled_access_off() -> None:
+    from mcp_resources.listing import compiled
+
+    def not_declared(template: Any) -> None:
+        return None
+
+    replace(compiled.declared_access, not_declared)
+
+
 def requested(value: str | None = None) -> list[str]:
     """The speed-ups named in ``MCP_BENCH_ABLATE`` (or ``value``); raises on an unknown name."""
     raw = os.environ.get(ENV, "") if value is None else value

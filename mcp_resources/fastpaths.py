@@ -18,6 +18,7 @@ VALUE_ROWS = "value_rows"
 COMPILED_COMPLETION = "compiled_completion"
 BATCHED_READERS = "batched_readers"
 OBJECT_ACCESS = "object_access"
+COMPILED_ACCESS = "compiled_access"
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,14 @@ FAST_PATHS: tuple[FastPath, ...] = (
         ("read",),
         "access checks (listen, subscribe, every update) fetch the record with get_object()",
         "every access check runs read() and builds the contents",
+    ),
+    FastPath(
+        COMPILED_ACCESS,
+        ("get_queryset", "base_queryset", "get_object"),
+        "access checks (listen, subscribe, every update) run the record's query compiled once from queryset, "
+        "owner_field and the URI's lookups",
+        "every access check builds and compiles the record's query with the ORM (about 1 of the 1.7 ms an update's "
+        "decision took in the delivery benchmark)",
     ),
 )
 

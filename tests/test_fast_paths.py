@@ -1,4 +1,5 @@
-"""The fast paths (compiled listing, value rows, compiled completion, batched readers): chosen from declarations,
+"""The fast paths (compiled listing, value rows, compiled completion, batched readers, compiled access): chosen from
+declarations,
 never compiled from what may change per request, bounded for records shared by thousands of readers.
 
 Real database (SQLite and PostgreSQL with ``MCP_TEST_DB=postgres``), real models of ``testproject.agreement``.
@@ -18,13 +19,14 @@ from django.test.utils import CaptureQueriesContext
 
 from mcp_resources import fastpaths
 from mcp_resources.checks import check_fast_paths
+from mcp_resources.listing.compiled import declared_access
 from mcp_resources.protocol.versions import V2026_07_28
 from mcp_resources.registries import ResourceRegistry
 from mcp_resources.resources import ModelResourceTemplate
 from mcp_resources.server import CallContext, MCPServer
 from mcp_resources.transport.views import FORCED_PRINCIPAL, MCPView, StreamAccess
 from testproject.agreement.models import Record, Seat, Workspace, current_tenant
-from tests.listing_support import SCOPE, context, principal_for, server_for, uris, walk
+from tests.listing_support import SCOPE, anonymous, context, principal_for, server_for, uris, walk
 
 pytestmark = pytest.mark.django_db
 
@@ -215,11 +217,12 @@ def test_w006_names_the_template_the_fast_path_and_its_cost() -> None:
     (warning,) = check_fast_paths(registry)
     assert warning.id == "mcp_resources.W006"
     assert warning.obj is OverriddenRecords
-    assert warning.msg.startswith("OverriddenRecords defines get_queryset(), which turns off 3 fast path(s): ")
+    assert warning.msg.startswith("OverriddenRecords defines get_queryset(), which turns off 4 fast path(s): ")
     assert "the listing's page query compiled once from queryset and owner_field (off: every page is built and " in (
         warning.msg
     )
     assert "one query per subscriber before every update" in warning.msg
+    assert "every access check builds and compiles the record's query with the ORM" in warning.msg
     assert "fast_paths" in (warning.hint or "")
 
 
@@ -236,3 +239,114 @@ def test_w006_names_a_default_manager_of_the_project() -> None:
         "compiled listing and the compiled completion are off (every page and every completion is built and compiled "
         "by the ORM)."
     )
+
+
+# 6. The compiled access check ---------------------------------------------------------------------------------------
+
+
+class AuditedRecords(SharedRecords):
+    """Shared records whose ``get_object`` counts its calls, declaring that it changes no answer (every fast path)."""
+
+    name = "audited-records"
+    uri_template = "agree://audited/{slug}"
+    fast_paths = fastpaths.ALL
+    fetched: ClassVar[list[str]] = []
+
+    def get_object(self, request: Any, variables: Any) -> Any:
+        type(self).fetched.append(variables["slug"])
+        return super().get_object(request, variables)
+
+
+class AuditedWithoutCompiledAccess(AuditedRecords):
+    name = "audited-without"
+    uri_template = "agree://audited-without/{slug}"
+    fast_paths = fastpaths.ALL - {fastpaths.COMPILED_ACCESS}
+
+
+class TwoVariableRecords(SharedRecords):
+    """A record named by its workspace and its slug: two lookups, one through a foreign key."""
+
+    name = "two-variable-records"
+    uri_template = "agree://spaces/{space}/records/{slug}"
+    lookup_fields = {"space": "workspace", "slug": "slug"}
+
+
+def test_an_access_check_that_declares_it_runs_the_compiled_query_and_no_get_object(alice: Any, bob: Any) -> None:
+    """A listen's acknowledgement, a subscription and every update decide a record of a template with
+    ``"compiled_access"`` from its compiled query: ``get_object`` is not called, and the answers are its answers.
+    Without the path (declared off), each check fetches the record with ``get_object``."""
+    space = Workspace.objects.create(name="w")
+    Seat.objects.create(workspace=space, user=alice)
+    Record.objects.create(owner=alice, workspace=space, slug="mine", title="t")
+    AuditedRecords.fetched.clear()
+    for template, fetched in ((AuditedRecords, []), (AuditedWithoutCompiledAccess, ["mine", "mine", "nope"])):
+        server = server_for(template)
+        prefix = template.uri_template.removesuffix("{slug}")
+        assert server.may_read(f"{prefix}mine", context(alice)) is True
+        assert server.may_read(f"{prefix}mine", context(bob)) is False
+        assert server.may_read(f"{prefix}nope", context(alice)) is False
+        assert template.fetched == fetched, template.name
+        template.fetched.clear()
+
+
+@pytest.mark.parametrize(
+    ("slug", "space"),
+    [
+        ("mine", None),  # alice's
+        ("theirs", None),  # a record of a workspace she has no seat in
+        ("absent", None),  # no such record
+        ("a%00b", None),  # a NUL (from %00) names no row (PostgreSQL would refuse to compare it)
+        ("mine", "abc"),  # a foreign key value no integer converts from
+        ("mine", "99999999999999999999"),  # out of the column's range: the ORM finds no row, and sends nothing
+        ("mine", "-1"),
+    ],
+)
+def test_the_compiled_access_check_answers_what_get_object_answers(
+    alice: Any, bob: Any, slug: str, space: str | None
+) -> None:
+    """For two lookups (one through a foreign key) and values that name no row, convert to nothing, overflow, or
+    match twice: the compiled check and the ``get_object`` path (the same template with the path declared off) give
+    the same answer, for the reader, for another user and for an anonymous caller."""
+    mine = Workspace.objects.create(name="mine")
+    other = Workspace.objects.create(name="other")
+    Seat.objects.create(workspace=mine, user=alice)
+    Seat.objects.create(workspace=other, user=bob)
+    Record.objects.create(owner=alice, workspace=mine, slug="mine", title="t")
+    Record.objects.create(owner=bob, workspace=other, slug="theirs", title="t")
+    plain = type("PlainTwoVariableRecords", (TwoVariableRecords,), {"name": "plain-two", "fast_paths": frozenset()})
+    compiled = type(
+        "CompiledTwoVariableRecords", (TwoVariableRecords,), {"name": "compiled-two", "fast_paths": fastpaths.ALL}
+    )
+    uri_space = str(mine.pk) if space is None else space
+    uri = f"agree://spaces/{uri_space}/records/{slug}"
+    for ctx in (context(alice), context(bob), anonymous()):
+        answers = [server_for(template).may_read(uri, ctx) for template in (plain, compiled)]
+        assert answers[0] == answers[1], (uri, answers)
+    assert server_for(compiled).may_read(uri, context(alice)) is (slug == "mine" and space is None)
+
+
+class TitledRecords(SharedRecords):
+    """Records named by their title, which two records may share."""
+
+    name = "titled-records"
+    uri_template = "agree://titled/{title}"
+    lookup_fields = {"title": "title"}
+    fast_paths = fastpaths.ALL
+
+
+def test_two_records_of_one_uri_are_left_to_get_object(alice: Any) -> None:
+    """Where two of the caller's records match a URI's lookups, ``get_object`` raises ``MultipleObjectsReturned``;
+    the compiled check does not answer for it (``holds`` is ``None``), so the check raises the same."""
+    space = Workspace.objects.create(name="w")
+    Seat.objects.create(workspace=space, user=alice)
+    Record.objects.create(owner=alice, workspace=space, slug="one", title="twin")
+    Record.objects.create(owner=alice, workspace=space, slug="two", title="twin")
+    server = server_for(TitledRecords)
+    template = server.registry.get_template("titled-records")
+    assert template is not None
+    access = declared_access(template)
+    assert access is not None
+    assert access.holds(alice.pk, {"title": "twin"}) is None
+    assert access.holds(alice.pk, {"title": "single"}) is False
+    with pytest.raises(Record.MultipleObjectsReturned):
+        server.may_read("agree://titled/twin", context(alice))

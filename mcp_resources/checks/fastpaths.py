@@ -74,7 +74,7 @@ def _enabled(template: ModelResourceTemplate, name: str) -> bool:
     """Whether the attributes of ``template`` would enable the path ``name`` (its declaration aside)."""
     if template.object_permissions and name != fastpaths.OBJECT_ACCESS:
         return False  # a per-record permission: each record is checked as a model instance, each reader alone
-    if name in (fastpaths.COMPILED_LISTING, fastpaths.COMPILED_COMPLETION):
+    if name in (fastpaths.COMPILED_LISTING, fastpaths.COMPILED_COMPLETION, fastpaths.COMPILED_ACCESS):
         return template.owner_field is not None and template.fixed_rows
     if name == fastpaths.BATCHED_READERS:
         return template.owner_field is not None

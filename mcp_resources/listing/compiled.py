@@ -21,11 +21,11 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.core.exceptions import ImproperlyConfigured
+from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db import connections
 from django.db.models import Expression, Field, QuerySet
 from django.db.models.lookups import Lookup
@@ -210,6 +210,81 @@ def declared_listing(template: ModelResourceTemplate, columns: Sequence[str]) ->
             listing = None  # an owner_field that does not resolve (E019): the queryset raises it for the caller
     _declared[template] = listing
     return listing
+
+
+class DeclaredAccess:
+    """The access query of a template whose scope is declared: whether the owner's records hold the one a URI's
+    variables name (:meth:`~mcp_resources.resources.ModelResourceTemplate.get_object`'s answer, without the object)."""
+
+    def __init__(self, template: ModelResourceTemplate, targets: dict[str, Field[Any, Any]]) -> None:
+        assert template.model is not None
+        assert template.owner_field is not None
+        self.template = template
+        self.owner = owner_path(template.model, template.owner_field)
+        self.lookups = {variable: template.get_lookups()[variable] for variable in targets}
+        self.fields = list(targets.values())
+        self.query = CompiledQuery(
+            f"the access check of {template.name!r}", self._build, [self.owner.value_field, *self.fields]
+        )
+
+    def _build(self, shape: None, owner: Any, *values: Any) -> QuerySet[Any]:
+        queryset = self.template.base_queryset().filter(self.owner.scope(owner))
+        return queryset.filter(**dict(zip(self.lookups.values(), values, strict=True))).values_list("pk")[:2]
+
+    def holds(self, owner: Any, variables: Mapping[str, Any]) -> bool | None:
+        """Whether ``owner``'s records hold the record of ``variables`` (``False`` for a value that names no row, as
+        ``get_object`` finds none); ``None`` when ``get_object`` must answer (not compiled, or two rows match)."""
+        values = [variables[variable] for variable in self.lookups]
+        using = self.template.base_queryset().db
+        connection = connections[using]
+        for field, value in zip(self.fields, values, strict=True):
+            if isinstance(value, str) and "\x00" in value:
+                return False  # a NUL (from "%00") names no row
+            try:
+                prepared = field.get_db_prep_value(value, connection, prepared=False)
+            except (ValidationError, ValueError, TypeError, OverflowError):
+                return False
+            target = getattr(field, "target_field", field)  # a foreign key compares its target's values
+            low, high = connection.ops.integer_field_ranges.get(target.get_internal_type(), (None, None))
+            if (
+                prepared is not None
+                and isinstance(prepared, int)
+                and not ((low is None or prepared >= low) and (high is None or prepared <= high))
+            ):
+                return False  # out of the column's range: the ORM finds no row (it never sends the value)
+        rows = self.query.rows(using, [owner, *values], None)
+        if rows is None or len(rows) > 1:
+            return None  # get_object raises MultipleObjectsReturned for two
+        return bool(rows)
+
+
+_accesses: weakref.WeakKeyDictionary[ModelResourceTemplate, DeclaredAccess | None] = weakref.WeakKeyDictionary()
+
+
+def declared_access(template: ModelResourceTemplate) -> DeclaredAccess | None:
+    """The compiled access query of ``template`` when its scope and lookups are declared, else ``None`` (computed
+    once)."""
+    try:
+        return _accesses[template]
+    except KeyError:
+        pass
+    access = None
+    if (
+        fastpaths.COMPILED_ACCESS in template.fast_paths
+        and fastpaths.OBJECT_ACCESS in template.fast_paths
+        and template.model is not None
+        and template.fixed_rows  # never a manager that may filter per request
+        and template.owner_field is not None
+        and not template.object_permissions  # each record is checked by the template
+    ):
+        targets = {variable: field for variable, field in template._lookup_targets().items() if field is not None}
+        if targets and len(targets) == len(template.get_lookups()):  # every lookup compares a field of its own
+            try:
+                access = DeclaredAccess(template, targets)
+            except ImproperlyConfigured:
+                access = None  # an owner_field that does not resolve (E019): the queryset raises it for the caller
+    _accesses[template] = access
+    return access
 
 
 class StaticListing:

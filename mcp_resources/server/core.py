@@ -34,6 +34,7 @@ from mcp_resources.exceptions import (
     MethodNotFound,
     ResourceNotFound,
 )
+from mcp_resources.listing.compiled import declared_access
 from mcp_resources.listing.completion import (
     CompletionRequest,
     complete_argument,
@@ -402,11 +403,25 @@ class MCPServer:
             return
         try:
             if isinstance(template, ModelResourceTemplate) and fastpaths.OBJECT_ACCESS in template.fast_paths:
-                template.get_object(ctx.request, variables)  # contents are not needed to decide access
+                held = self._holds(template, ctx, variables)
+                if held is None:
+                    template.get_object(ctx.request, variables)  # contents are not needed to decide access
+                elif not held:
+                    raise ResourceNotFound()
             else:
                 template.read(ctx.request, uri, variables)
         except ResourceNotFound:
             raise self.not_found(uri, ctx) from None
+
+    @staticmethod
+    def _holds(template: ModelResourceTemplate, ctx: CallContext, variables: Any) -> bool | None:
+        """The compiled access check of a template that declares it (``"compiled_access"``): whether the caller's
+        records hold the one of ``variables``; ``None`` when ``get_object`` answers."""
+        access = declared_access(template)
+        if access is None:
+            return None
+        owner = owner_of(ctx.request)
+        return False if owner is None else access.holds(owner, variables)
 
     def may_read(self, uri: str, ctx: CallContext) -> bool:
         """The access hook: whether the caller may read ``uri`` now (:meth:`check_readable`, as a bool).
