@@ -350,3 +350,21 @@ def test_two_records_of_one_uri_are_left_to_get_object(alice: Any) -> None:
     assert access.holds(alice.pk, {"title": "single"}) is False
     with pytest.raises(Record.MultipleObjectsReturned):
         server.may_read("agree://titled/twin", context(alice))
+
+
+class OverriddenTextRecords(OverriddenRecords):
+    """The same override, on a URI whose lookup is no field (``slug__iexact``): no compiled access to lose."""
+
+    name = "overridden-text-records"
+    uri_template = "agree://overridden-text/{slug}"
+    lookup_fields = {"slug": "slug__iexact"}
+
+
+def test_w006_names_the_compiled_access_only_where_the_lookups_allow_it() -> None:
+    """The compiled access check needs every lookup of the URI to compare a field: a template whose lookup is a
+    case-insensitive match never had it, so its override loses three paths, not four."""
+    registry = ResourceRegistry("w006-lookups")
+    registry.register(OverriddenTextRecords)
+    (warning,) = check_fast_paths(registry)
+    assert warning.msg.startswith("OverriddenTextRecords defines get_queryset(), which turns off 3 fast path(s): ")
+    assert "the record's query compiled once" not in warning.msg

@@ -74,8 +74,11 @@ def _enabled(template: ModelResourceTemplate, name: str) -> bool:
     """Whether the attributes of ``template`` would enable the path ``name`` (its declaration aside)."""
     if template.object_permissions and name != fastpaths.OBJECT_ACCESS:
         return False  # a per-record permission: each record is checked as a model instance, each reader alone
-    if name in (fastpaths.COMPILED_LISTING, fastpaths.COMPILED_COMPLETION, fastpaths.COMPILED_ACCESS):
+    if name in (fastpaths.COMPILED_LISTING, fastpaths.COMPILED_COMPLETION):
         return template.owner_field is not None and template.fixed_rows
+    if name == fastpaths.COMPILED_ACCESS:  # and every lookup of the URI compares a field of its own
+        targets = template._lookup_targets().values()
+        return template.owner_field is not None and template.fixed_rows and all(field is not None for field in targets)
     if name == fastpaths.BATCHED_READERS:
         return template.owner_field is not None
     if name == fastpaths.VALUE_ROWS:
