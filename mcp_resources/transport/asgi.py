@@ -224,8 +224,11 @@ class MCPEndpoint:
     async def _serve_in_thread(
         self, scope: Scope, body: bytes, receive: Receive, send: Send, token: cancellation.CancellationToken
     ) -> None:
-        view = asyncio.ensure_future(sync_to_async(self._handle, thread_sensitive=False)(scope, body, token))
+        # The watcher first, and one turn of the loop for it: a disconnect already received cancels the token before
+        # the view's thread starts (else the thread could pass its check first, and call the sources for nobody).
         watcher = asyncio.ensure_future(_watch_disconnect(receive, token))
+        await asyncio.sleep(0)
+        view = asyncio.ensure_future(sync_to_async(self._handle, thread_sensitive=False)(scope, body, token))
         try:
             response = await view
         except asyncio.CancelledError:
