@@ -189,21 +189,26 @@ class DeclaredListing:
 _declared: weakref.WeakKeyDictionary[ModelResourceTemplate, DeclaredListing | None] = weakref.WeakKeyDictionary()
 
 
+def scope_declared(template: ModelResourceTemplate, *paths: str) -> bool:
+    """Whether ``template`` declares ``paths`` and the scope a compiled query is built from: ``owner_field`` over
+    rows that cannot change per request, and no per-record permission."""
+    return (
+        all(path in template.fast_paths for path in paths)
+        and template.model is not None
+        and template.fixed_rows  # never a manager that may filter per request
+        and template.owner_field is not None
+        and not template.object_permissions  # each record is checked by the template
+    )
+
+
 def declared_listing(template: ModelResourceTemplate, columns: Sequence[str]) -> DeclaredListing | None:
     """The compiled page queries of ``template`` when its scope is declared, else ``None`` (computed once)."""
     try:
         return _declared[template]
     except KeyError:
         pass
-    declared = (
-        fastpaths.COMPILED_LISTING in template.fast_paths
-        and template.model is not None
-        and template.fixed_rows  # never a manager that may filter per request
-        and template.owner_field is not None
-        and not template.object_permissions  # each record is checked by the template
-    )
     listing = None
-    if declared:
+    if scope_declared(template, fastpaths.COMPILED_LISTING):
         try:
             listing = DeclaredListing(template, columns)
         except ImproperlyConfigured:
@@ -269,14 +274,7 @@ def declared_access(template: ModelResourceTemplate) -> DeclaredAccess | None:
     except KeyError:
         pass
     access = None
-    if (
-        fastpaths.COMPILED_ACCESS in template.fast_paths
-        and fastpaths.OBJECT_ACCESS in template.fast_paths
-        and template.model is not None
-        and template.fixed_rows  # never a manager that may filter per request
-        and template.owner_field is not None
-        and not template.object_permissions  # each record is checked by the template
-    ):
+    if scope_declared(template, fastpaths.COMPILED_ACCESS, fastpaths.OBJECT_ACCESS):
         targets = {variable: field for variable, field in template._lookup_targets().items() if field is not None}
         if targets and len(targets) == len(template.get_lookups()):  # every lookup compares a field of its own
             try:

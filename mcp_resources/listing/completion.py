@@ -30,7 +30,7 @@ from django.db.models.functions import Cast
 from mcp_resources import fastpaths
 from mcp_resources.cancellation import cancellable_queries
 from mcp_resources.exceptions import InvalidParams
-from mcp_resources.listing.compiled import CompiledQuery
+from mcp_resources.listing.compiled import CompiledQuery, scope_declared
 from mcp_resources.listing.keyset import byte_ordered, keyset_filter
 from mcp_resources.listing.sources import remaining_ms
 from mcp_resources.ownership import owner_of
@@ -346,13 +346,7 @@ def declared_completion(template: ModelResourceTemplate) -> DeclaredCompletion |
         return _declared[template]
     except KeyError:
         pass
-    declared = (
-        fastpaths.COMPILED_COMPLETION in template.fast_paths
-        and template.model is not None
-        and template.fixed_rows  # never a manager that may filter per request
-        and template.owner_field is not None
-        and not template.object_permissions  # each record is checked by the template
-    )
+    declared = scope_declared(template, fastpaths.COMPILED_COMPLETION)
     result = _declared[template] = DeclaredCompletion(template) if declared else None
     return result
 

@@ -227,9 +227,9 @@ class MCPEndpoint:
         # The watcher first, and one turn of the loop for it: a disconnect already received cancels the token before
         # the view's thread starts (else the thread could pass its check first, and call the sources for nobody).
         watcher = asyncio.ensure_future(_watch_disconnect(receive, token))
-        await asyncio.sleep(0)
-        view = asyncio.ensure_future(sync_to_async(self._handle, thread_sensitive=False)(scope, body, token))
         try:
+            await asyncio.sleep(0)
+            view = asyncio.ensure_future(sync_to_async(self._handle, thread_sensitive=False)(scope, body, token))
             response = await view
         except asyncio.CancelledError:
             # The server abandoned the request (a forced shutdown): free the worker thread as a disconnect would.
