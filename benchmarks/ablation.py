@@ -230,3 +230,16 @@ def apply_from_env() -> list[str]:
         SPEED_UPS[name].switch_off()
         print(f"{MARK} {name} (pid {os.getpid()})", file=sys.stderr, flush=True)
     return names
+
+
+@speed_up(
+    "keepalive-spread",
+    "each stream's keep-alive comes after 3/4 to all of STREAM_KEEPALIVE_SECONDS, drawn once per stream, its timer "
+    "on a 0.1 s grid (mcp_resources.transport.streams.KEEPALIVE_SPREAD)",
+    "every keep-alive exactly STREAM_KEEPALIVE_SECONDS after the stream's last write: the streams of a URI all at once",
+    servers=("delivery",),  # on the path of the streams, not of a request: bench_delivery.py --ablate keepalive-spread
+)
+def _keepalive_spread_off() -> None:
+    from mcp_resources.transport import streams
+
+    streams.KEEPALIVE_SPREAD = 0.0

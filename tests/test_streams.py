@@ -260,6 +260,27 @@ async def test_keepalive_comments(app: Any, people: People, settings: Any) -> No
     await stream.disconnect()
 
 
+async def test_streams_that_write_together_spread_their_keepalives(app: Any, people: People, settings: Any) -> None:
+    """Streams of one change write it at once; their keep-alives come between 3/4 of STREAM_KEEPALIVE_SECONDS and
+    all of it later, each at its own time, not all together (they would land in the fan-out of a later change)."""
+    set_mcp(settings, STREAM_KEEPALIVE_SECONDS=2, STREAMS_PER_CALLER=20)
+    crowd = [(await opened(app, people.alice_token, list_changes=True))[0] for _ in range(16)]
+    await in_thread(notify_resource_list_changed)
+    loop = asyncio.get_running_loop()
+
+    async def keepalive_after_change(stream: Exchange) -> float:
+        assert await stream.event(5) == list_changed(1)
+        written = loop.time()
+        assert await stream.frame(5) == ("comment", "keep-alive")
+        return loop.time() - written
+
+    after = await asyncio.gather(*map(keepalive_after_change, crowd))
+    assert min(after) > 2 * (1 - streams.KEEPALIVE_SPREAD) - 0.05, after  # none before its time
+    assert max(after) - min(after) > 0.1, after  # 16 draws over half a second: all within 0.1 s once in 10^9
+    for stream in crowd:
+        await stream.disconnect()
+
+
 # Where changes come from -----------------------------------------------------------------------------------------
 
 

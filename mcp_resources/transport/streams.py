@@ -19,6 +19,8 @@ import asyncio
 import contextlib
 import functools
 import logging
+import math
+import random
 import secrets
 import threading
 import time
@@ -47,6 +49,13 @@ last id the client received, to resume after it."""
 TRUNCATED_META = "io.github.django-mcp-resources/truncated"
 """On a listen's final result: the stream fell behind the retention window; list and read again, then listen."""
 REPLAY_BATCH = 500
+KEEPALIVE_SPREAD = 0.25
+"""A stream's keep-alive comes after ``STREAM_KEEPALIVE_SECONDS`` times 1 minus up to this share of it, drawn once per
+stream: the streams of a URI write its updates together, and would otherwise write their keep-alives together, in the
+middle of the fan-out of a later update (docs/performance.md)."""
+TIMER_SLOT = 0.1
+"""The streams' timers fall on this grid of the loop's clock (at most 1/100 of ``STREAM_KEEPALIVE_SECONDS``): the
+spread keep-alives go out a few at a time, in one turn of the loop, rather than each waking the process."""
 
 ENDINGS = {
     "credentials": "its credentials are no longer accepted",
@@ -148,9 +157,11 @@ class Stream:
     __slots__ = (
         "__weakref__",
         "_done",
+        "_idle_share",
         "_timer",
         "_timer_at",
         "_waker",
+        "_written_at",
         "behind",
         "caller",
         "cursor",
@@ -187,6 +198,9 @@ class Stream:
         self._waker: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None  # wakes the stream for a keep-alive or its expiry
         self._timer_at = 0.0
+        self._written_at = 0.0  # time.monotonic() of the last write
+        # The share of STREAM_KEEPALIVE_SECONDS that passes before a keep-alive: a jitter, not a secret.
+        self._idle_share = 1.0 - KEEPALIVE_SPREAD * random.random()  # noqa: S311
         self.subscription = jsonrpc.dumps(plan.subscription_id)  # spliced into the updates of a listen
 
     async def done(self) -> None:
@@ -261,8 +275,31 @@ class Stream:
         self._wake()
 
     def _timed_out(self) -> None:
+        """The timer is due: wake the stream if a keep-alive or its expiry is, else wait on (a write came since)."""
         self._timer = None
-        self._wake()
+        wake_at = self._wake_at()
+        if self.released or time.monotonic() >= wake_at:
+            self._wake()
+        elif self.loop is not None:
+            self._arm(self.loop, wake_at)
+
+    def _arm(self, loop: asyncio.AbstractEventLoop, wake_at: float) -> None:
+        """Set the timer for ``wake_at`` (``time.monotonic()``), on the next slot of :data:`TIMER_SLOT`."""
+        slot = min(TIMER_SLOT, mcp_settings.stream_keepalive_seconds / 100)
+        when = loop.time() + max(0.0, wake_at - time.monotonic())
+        self._timer_at = wake_at
+        self._timer = loop.call_at(math.ceil(when / slot) * slot, self._timed_out)
+
+    def _keepalive_at(self) -> float:
+        return self._written_at + mcp_settings.stream_keepalive_seconds * self._idle_share
+
+    def _wake_at(self) -> float:
+        """When the stream must next write with nothing queued (``time.monotonic()``): a keep-alive, or the final
+        answer at its token's expiry."""
+        wake_at = self._keepalive_at()
+        if self.plan.expires_at is not None:
+            wake_at = min(wake_at, time.monotonic() + self.plan.expires_at - time.time())
+        return wake_at
 
     # Membership ----------------------------------------------------------------------------------------------
 
@@ -371,7 +408,7 @@ class Stream:
             if plan.stateless:
                 ack = {"notifications": plan.honoured}
                 yield self.notification("notifications/subscriptions/acknowledged", ack, self.cursor)
-            last_write = time.monotonic()
+            self._written_at = time.monotonic()
             while True:
                 if self.ending is not None:
                     break
@@ -380,21 +417,20 @@ class Stream:
                     continue
                 if self.behind:
                     async for chunk in self.catch_up():
-                        last_write = time.monotonic()
+                        self._written_at = time.monotonic()
                         yield chunk
                     continue
                 if self.queue:
                     written = await self._written()
                     if written:
-                        last_write = time.monotonic()
+                        self._written_at = time.monotonic()
                         yield written
                     continue
-                keepalive_at = last_write + mcp_settings.stream_keepalive_seconds
-                if time.monotonic() >= keepalive_at:
-                    last_write = time.monotonic()
+                if time.monotonic() >= self._keepalive_at():
+                    self._written_at = time.monotonic()
                     yield b": keep-alive\r\n\r\n"
                     continue
-                await self._wait(keepalive_at)
+                await self._wait()
         except Exception:
             logger.exception("stream %s failed", self.id)
             self.end("failed")
@@ -422,20 +458,17 @@ class Stream:
         counts["delivered"] += len(chunks)
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
-    async def _wait(self, keepalive_at: float) -> None:
-        """Until woken (an event, the stream's end), or until ``keepalive_at`` (``time.monotonic()``) or the token's
-        expiry. One timer serves many waits: one due later than needed is replaced, one due earlier wakes the
-        stream to find nothing to do and wait again (once a keep-alive interval on a busy stream)."""
-        wake_at = keepalive_at
-        if self.plan.expires_at is not None:
-            wake_at = min(wake_at, time.monotonic() + self.plan.expires_at - time.time())
+    async def _wait(self) -> None:
+        """Until woken (an event, the stream's end), or until a keep-alive or the token's expiry is due. One timer
+        serves many waits: one due later than needed is replaced; one due earlier, because a write came since it
+        was set, sets itself again for the new time without waking the stream."""
+        wake_at = self._wake_at()
         loop = self.loop
         assert loop is not None
         if self._timer is None or self._timer_at > wake_at:
             if self._timer is not None:
                 self._timer.cancel()
-            self._timer_at = wake_at
-            self._timer = loop.call_later(max(0.0, wake_at - time.monotonic()), self._timed_out)
+            self._arm(loop, wake_at)
         self._waker = loop.create_future()
         try:
             await self._waker
