@@ -101,6 +101,7 @@ from benchmarks.bench_listeners import (
     flush_redis,
     fmt_ms,
     free_port,
+    gunicorn_worker,
     percentile,
     proc_cpu_seconds,
     proc_status,
@@ -241,15 +242,6 @@ SERVING: dict[int, int] = {}
 def serving_pid(process: subprocess.Popen[bytes]) -> int:
     """The process that serves: uvicorn's own, or gunicorn's worker."""
     return SERVING.get(process.pid, process.pid)
-
-
-def gunicorn_worker(pid: int) -> int:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError, ValueError):
-            return int(Path(f"/proc/{pid}/task/{pid}/children").read_text().split()[0])
-        time.sleep(0.1)
-    raise RuntimeError("gunicorn started no worker")
 
 
 @contextlib.contextmanager

@@ -139,36 +139,35 @@ def flush_redis(redis_url: str) -> None:
         client.close()
 
 
+def gunicorn_worker(pid: int) -> int:
+    """The pid of gunicorn ``pid``'s (only) worker, the process that serves."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            return int(Path(f"/proc/{pid}/task/{pid}/children").read_text().split()[0])
+        time.sleep(0.1)
+    raise RuntimeError("gunicorn started no worker")
+
+
 @contextlib.contextmanager
-def uvicorn_server(kind: str, n: int, env: dict[str, str]) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+def uvicorn_server(
+    kind: str, n: int, env: dict[str, str], gevent: bool = False
+) -> Iterator[tuple[subprocess.Popen[bytes], int, int]]:
+    """``kind``'s server on a free port, and the pid of the process that serves: uvicorn, or for ours with
+    ``gevent`` one gunicorn gevent worker (``testproject.wsgi``)."""
     port = free_port()
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    log = RESULTS_DIR / f"listeners-{kind}-{n}.log"
+    gevent = gevent and kind == "ours"
+    log = RESULTS_DIR / f"listeners-{kind}{'-gevent' if gevent else ''}-{n}.log"
+    if gevent:
+        argv = [sys.executable, "-m", "gunicorn", "testproject.wsgi:application", "--worker-class", "gevent"]
+        argv += ["--bind", f"127.0.0.1:{port}", "--workers", "1", "--worker-connections", "20000"]
+        argv += ["--log-level", "warning", "--backlog", "4096", "--graceful-timeout", "5"]
+    else:
+        argv = [sys.executable, "-m", "uvicorn", APPS[kind], "--host", "127.0.0.1", "--port", str(port)]
+        argv += ["--log-level", "warning", "--lifespan", "off", "--backlog", "4096", "--timeout-graceful-shutdown", "5"]
     with log.open("wb") as log_file:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                APPS[kind],
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--log-level",
-                "warning",
-                "--lifespan",
-                "off",
-                "--backlog",
-                "4096",
-                "--timeout-graceful-shutdown",
-                "5",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-        )
+        process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + 60
             while True:
@@ -181,7 +180,7 @@ def uvicorn_server(kind: str, n: int, env: dict[str, str]) -> Iterator[tuple[sub
                     if time.monotonic() > deadline:
                         raise RuntimeError(f"{kind} server did not start:\n{log.read_text()}") from None
                     time.sleep(0.1)
-            yield process, port
+            yield process, port, gunicorn_worker(process.pid) if gevent else process.pid
         finally:
             process.terminate()
             try:
@@ -476,8 +475,8 @@ async def run_all(args: argparse.Namespace, sizes: list[int], redis_url: str, wo
         for round_index in range(args.rounds):
             for kind in kinds[turn % len(kinds) :] + kinds[: turn % len(kinds)]:  # the first server alternates
                 flush_redis(redis_url)
-                with uvicorn_server(kind, n, env) as (process, port):
-                    run = await measure(kind, process.pid, port, n, args)
+                with uvicorn_server(kind, n, env, args.server == "gevent") as (_, port, pid):
+                    run = await measure(kind, pid, port, n, args)
                 runs.append({**run, "round": round_index})
             turn += 1
     flush_redis(redis_url)
@@ -589,6 +588,12 @@ def main() -> None:
     parser.add_argument("--deadline", type=float, default=1500.0, help="seconds for the whole run")
     parser.add_argument("--redis-db", type=int, default=13, help="the Redis database to use (flushed)")
     parser.add_argument("--servers", default="ours,bare", help="which servers to measure (default: ours,bare)")
+    parser.add_argument(
+        "--server",
+        choices=["uvicorn", "gevent"],
+        default="uvicorn",
+        help="how ours is served: uvicorn (default), or one gunicorn gevent worker (the bare reader stays on uvicorn)",
+    )
     args = parser.parse_args()
 
     sizes = [int(s) for s in args.listeners.split(",") if s.strip()]
@@ -613,7 +618,7 @@ def main() -> None:
         django.setup()
         prepare(workdir, redis_url)
         print(
-            f"item 6: listeners on one uvicorn worker, ours vs a bare reader of the Redis log, N = "
+            f"item 6: listeners on one {args.server} worker, ours vs a bare reader of the Redis log, N = "
             f"{', '.join(f'{n:,}' for n in sizes)}, {args.broadcasts} broadcasts, Redis db {args.redis_db}",
             flush=True,
         )
