@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -271,3 +273,57 @@ def test_a_listener_that_never_reads_is_ended_and_a_reading_one_is_not(
         stuck.close()
         reader.sock.close()
     healthy(gevent)
+
+
+OPEN_TWO_STREAMS = """
+from gevent import monkey
+
+monkey.patch_all()
+import gc, io, json, sys
+
+import django
+
+django.setup()
+from django.core.handlers.wsgi import WSGIHandler, WSGIRequest
+
+headers, body, host = json.loads(sys.argv[1]), sys.argv[2].encode(), sys.argv[3]
+handler, responses = WSGIHandler(), []
+for _ in range(2):
+    environ = {
+        "REQUEST_METHOD": "POST", "PATH_INFO": "/mcp", "SCRIPT_NAME": "", "QUERY_STRING": "", "HTTP_HOST": host,
+        "SERVER_NAME": "127.0.0.1", "SERVER_PORT": host.rpartition(":")[2], "SERVER_PROTOCOL": "HTTP/1.1",
+        "wsgi.input": io.BytesIO(body), "wsgi.url_scheme": "http", "CONTENT_LENGTH": str(len(body)),
+    }
+    environ.update(("HTTP_" + name.upper().replace("-", "_"), value) for name, value in headers.items())
+    environ["CONTENT_TYPE"] = environ.pop("HTTP_CONTENT_TYPE")
+    response = handler(environ, lambda status, headers, exc_info=None: None)
+    chunks = iter(response)
+    assert next(chunks) == b""  # the stream is open
+    assert b"notifications/subscriptions/acknowledged" in next(chunks)
+    responses.append(response)
+gc.collect()
+print(sum(isinstance(thing, WSGIRequest) for thing in gc.get_objects()))
+for response in responses:
+    response.close()
+"""
+
+
+def test_an_open_stream_lets_go_of_its_request(gevent: live.Server, demo_project: live.Project) -> None:
+    """Two open listens of one caller keep one request between them (the caller's, kept for the re-checks): each
+    response lets go of its own once it has left Django's handler, as under MCPEndpoint (a request and what the
+    middleware hung on it are a few KB a stream)."""
+    headers = json.dumps(listen_headers(gevent.token("alice")))
+    body = listen_body(7, {"resourcesListChanged": True}).decode()
+    host = gevent.url.split("/")[2]
+    env = {**demo_project.env, "MCP_RESOURCE_URI": gevent.url}
+    done = subprocess.run(
+        [sys.executable, "-c", OPEN_TWO_STREAMS, headers, body, host],
+        cwd=live.ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-1] == "1", done.stdout
