@@ -107,6 +107,7 @@ from benchmarks.bench_listeners import (
     proc_status,
     raise_fd_limit,
     ratio,
+    server_argv,
 )
 from benchmarks.common import PROTOCOL_VERSION, RESULTS_DIR, ROOT, python_path, write_result
 
@@ -255,15 +256,8 @@ def uvicorn_server(kind: str, label: str, env: dict[str, str]) -> Iterator[tuple
     if kind.startswith(WITHOUT):
         env = {**env, "MCP_BENCH_ABLATE": kind.removeprefix(WITHOUT)}
     log = RESULTS_DIR / f"delivery-{kind}{'-gevent' if gevent else ''}-{label}.log"
-    if gevent:
-        argv = [sys.executable, "-m", "gunicorn", "testproject.wsgi:application", "--worker-class", "gevent"]
-        argv += ["--bind", f"127.0.0.1:{port}", "--workers", "1", "--worker-connections", "20000"]
-        argv += ["--log-level", "warning", "--backlog", "4096", "--graceful-timeout", "5"]
-    else:
-        argv = [sys.executable, "-m", "uvicorn", APPS[app], "--host", "127.0.0.1", "--port", str(port)]
-        argv += ["--log-level", "warning", "--backlog", "4096", "--timeout-graceful-shutdown", "5"]
-        # The demo's lifespan goes to MCPEndpoint (ours); the bare consumer has none.
-        argv += ["--lifespan", "on" if app == "ours" else "off"]
+    # The demo's lifespan goes to MCPEndpoint (ours); the bare consumer has none.
+    argv = server_argv(APPS[app], port, gevent=gevent, lifespan=app == "ours")
     with log.open("wb") as log_file:
         process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT)
         try:

@@ -149,6 +149,18 @@ def gunicorn_worker(pid: int) -> int:
     raise RuntimeError("gunicorn started no worker")
 
 
+def server_argv(app: str, port: int, *, gevent: bool = False, lifespan: bool = False) -> list[str]:
+    """The command of a server of ``app`` (an ASGI application's path) on ``port``: uvicorn, or with ``gevent`` one
+    gunicorn gevent worker of ``testproject.wsgi`` (``app`` then unused)."""
+    if gevent:
+        argv = [sys.executable, "-m", "gunicorn", "testproject.wsgi:application", "--worker-class", "gevent"]
+        argv += ["--bind", f"127.0.0.1:{port}", "--workers", "1", "--worker-connections", "20000"]
+        return [*argv, "--log-level", "warning", "--backlog", "4096", "--graceful-timeout", "5"]
+    argv = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port)]
+    argv += ["--log-level", "warning", "--backlog", "4096", "--timeout-graceful-shutdown", "5"]
+    return [*argv, "--lifespan", "on" if lifespan else "off"]
+
+
 @contextlib.contextmanager
 def uvicorn_server(
     kind: str, n: int, env: dict[str, str], gevent: bool = False
@@ -159,13 +171,7 @@ def uvicorn_server(
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     gevent = gevent and kind == "ours"
     log = RESULTS_DIR / f"listeners-{kind}{'-gevent' if gevent else ''}-{n}.log"
-    if gevent:
-        argv = [sys.executable, "-m", "gunicorn", "testproject.wsgi:application", "--worker-class", "gevent"]
-        argv += ["--bind", f"127.0.0.1:{port}", "--workers", "1", "--worker-connections", "20000"]
-        argv += ["--log-level", "warning", "--backlog", "4096", "--graceful-timeout", "5"]
-    else:
-        argv = [sys.executable, "-m", "uvicorn", APPS[kind], "--host", "127.0.0.1", "--port", str(port)]
-        argv += ["--log-level", "warning", "--lifespan", "off", "--backlog", "4096", "--timeout-graceful-shutdown", "5"]
+    argv = server_argv(APPS[kind], port, gevent=gevent)
     with log.open("wb") as log_file:
         process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT)
         try:
